@@ -1,0 +1,83 @@
+# ringbroker build and test entry points. Every go command gets $(GOLDFLAGS):
+# giouring reaches into the runtime with go:linkname, which Go 1.23+ refuses
+# to link without -checklinkname=0.
+
+GO            ?= go
+GOLDFLAGS     := -ldflags=-checklinkname=0
+BIN           := bin
+KAFKA_VERSION := 4.1.1
+KAFKA_LIBS    := .cache/kafka/libs
+KAFKA_STAMP   := $(KAFKA_LIBS)/.fetched-$(KAFKA_VERSION)
+# Per-target time for fuzz-short; BENCHTIME for bench.
+FUZZTIME      ?= 5s
+BENCHTIME     ?= 1s
+# Which broker the e2e suite runs against: ringbroker (both I/O backends) or kafka.
+E2E_BROKER    ?= ringbroker
+E2E_TIMEOUT   ?= 20m
+UNIT_TIMEOUT  ?= 10m
+
+# Packages that hold Go files, without the end-to-end suite.
+UNIT_PKGS = $(shell $(GO) list -e ./... 2>/dev/null | grep -v '/e2e$$')
+
+.NOTPARALLEL:
+.PHONY: all build run test unit e2e bench fuzz-short vet deps deps-go deps-kcat deps-kafka clean
+
+all: build
+
+build:
+	@mkdir -p $(BIN)
+	$(GO) build $(GOLDFLAGS) -o $(BIN)/ringbroker ./cmd/ringbroker
+	@if [ "$$($(GO) list -f '{{.Name}}' ./cmd/ringbench 2>/dev/null)" = main ]; then \
+		echo "$(GO) build $(GOLDFLAGS) -o $(BIN)/ringbench ./cmd/ringbench"; \
+		$(GO) build $(GOLDFLAGS) -o $(BIN)/ringbench ./cmd/ringbench; \
+	fi
+
+# No config: one node, data in ./data, clients on 127.0.0.1:9092, metrics on 127.0.0.1:9644.
+run: build
+	./$(BIN)/ringbroker
+
+# The whole suite, in order: installs, static checks, unit tests, end-to-end, short fuzzing.
+test: deps vet unit e2e fuzz-short
+
+unit:
+	@pkgs="$(UNIT_PKGS)"; if [ -z "$$pkgs" ]; then echo "unit: no packages"; exit 0; fi; \
+	echo "$(GO) test $(GOLDFLAGS) -count=1 -timeout $(UNIT_TIMEOUT) <packages>"; \
+	$(GO) test $(GOLDFLAGS) -count=1 -timeout $(UNIT_TIMEOUT) $$pkgs
+
+e2e:
+	E2E_BROKER=$(E2E_BROKER) $(GO) test $(GOLDFLAGS) -count=1 -timeout $(E2E_TIMEOUT) -v ./e2e/
+
+bench:
+	@pkgs="$(UNIT_PKGS)"; if [ -z "$$pkgs" ]; then echo "bench: no packages"; exit 0; fi; \
+	$(GO) test $(GOLDFLAGS) -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $$pkgs
+
+fuzz-short:
+	GO="$(GO)" GOLDFLAGS="$(GOLDFLAGS)" FUZZTIME="$(FUZZTIME)" tools/fuzz-short.sh
+
+vet:
+	@out="$$(find . -name '*.go' -not -path './.cache/*' -not -path './.git/*' -print0 | xargs -0r gofmt -l)"; \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(GOLDFLAGS) ./...
+
+deps: deps-go deps-kcat deps-kafka
+
+deps-go:
+	$(GO) mod download
+
+deps-kcat:
+	@command -v kcat >/dev/null 2>&1 || { apt-get update && apt-get install -y kcat; }
+
+deps-kafka: $(KAFKA_STAMP)
+
+# Apache Kafka jars (broker, tools, clients and their runtime dependencies) for the
+# e2e suite's reference broker and Java tools. Refetched only when the pom changes.
+$(KAFKA_STAMP): tools/kafka/pom.xml
+	@command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1 || \
+		{ apt-get update && apt-get install -y default-jre-headless maven; }
+	rm -rf $(KAFKA_LIBS)
+	mvn -q -B -f tools/kafka/pom.xml dependency:copy-dependencies \
+		-DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(KAFKA_LIBS)
+	touch $@
+
+clean:
+	rm -rf $(BIN)

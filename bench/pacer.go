@@ -1,0 +1,113 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Clock is the time source of a Pacer. Runs use SystemClock; tests use a fake
+// that advances instantly, so a schedule can be checked exactly.
+type Clock interface {
+	// Now returns the current time.
+	Now() time.Time
+	// SleepUntil blocks until t or until ctx is done, returning ctx's error then.
+	SleepUntil(ctx context.Context, t time.Time) error
+}
+
+// SystemClock is the wall clock.
+type SystemClock struct{}
+
+// Now returns time.Now().
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// SleepUntil sleeps on a timer until t, or returns early with ctx's error.
+func (SystemClock) SleepUntil(ctx context.Context, t time.Time) error {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err()
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}
+
+// Pacer hands out intended send times for an open-loop, fixed-rate schedule:
+// message i is due at start + i/rate, whatever happened to earlier messages.
+// When the sender falls behind (a slow broker, a blocked client buffer),
+// Next returns the overdue times at once instead of shifting the schedule, so
+// latency measured from the intended time includes the stall (no coordinated
+// omission). A rate of 0 means unpaced: each message is due when asked for.
+type Pacer struct {
+	clock Clock
+	start time.Time
+	// interval is 1/rate in nanoseconds, as a float so that rates that do not
+	// divide a second evenly do not drift; 0 when unpaced.
+	interval float64
+	// next is the index of the next message to hand out.
+	next uint64
+}
+
+// NewPacer returns a pacer whose first message is due at start, then one
+// every 1/rate seconds. rate 0 is unpaced; a negative or NaN rate is an error.
+func NewPacer(clock Clock, start time.Time, rate float64) (*Pacer, error) {
+	if math.IsNaN(rate) || math.IsInf(rate, 0) || rate < 0 {
+		return nil, fmt.Errorf("new pacer: rate=%v; want >= 0", rate)
+	}
+	p := &Pacer{clock: clock, start: start}
+	if rate > 0 {
+		p.interval = 1e9 / rate
+	}
+	return p, nil
+}
+
+// Intended returns when message i is due. For an unpaced pacer it is start.
+func (p *Pacer) Intended(i uint64) time.Time {
+	return p.start.Add(time.Duration(float64(i) * p.interval))
+}
+
+// Due returns how many messages are due strictly before t: the number a
+// sender that kept up would have sent by t.
+func (p *Pacer) Due(t time.Time) uint64 {
+	d := t.Sub(p.start)
+	if d <= 0 {
+		return 0
+	}
+	if p.interval == 0 {
+		return p.next
+	}
+	return uint64(math.Ceil(float64(d) / p.interval))
+}
+
+// Sent returns how many intended times Next has handed out.
+func (p *Pacer) Sent() uint64 { return p.next }
+
+// Next waits until the next message is due and returns its intended send
+// time. An overdue message returns at once with its original time. An
+// unpaced pacer returns the clock's current time. It fails only when ctx is
+// done first.
+func (p *Pacer) Next(ctx context.Context) (time.Time, error) {
+	if p.interval == 0 {
+		if err := ctx.Err(); err != nil {
+			return time.Time{}, err
+		}
+		p.next++
+		return p.clock.Now(), nil
+	}
+	t := p.Intended(p.next)
+	if t.After(p.clock.Now()) {
+		if err := p.clock.SleepUntil(ctx, t); err != nil {
+			return time.Time{}, fmt.Errorf("pacer: wait for message %d due %v: %w", p.next, t, err)
+		}
+	} else if err := ctx.Err(); err != nil {
+		return time.Time{}, err
+	}
+	p.next++
+	return t, nil
+}

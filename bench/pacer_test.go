@@ -1,0 +1,182 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+	"time"
+)
+
+// fakeClock advances only when told to, or instantly when slept on, and
+// records every sleep so a test can see whether the pacer waited.
+type fakeClock struct {
+	now    time.Time
+	sleeps []time.Time
+}
+
+func (c *fakeClock) Now() time.Time { return c.now }
+
+func (c *fakeClock) SleepUntil(ctx context.Context, t time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.sleeps = append(c.sleeps, t)
+	if t.After(c.now) {
+		c.now = t
+	}
+	return nil
+}
+
+var t0 = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func TestPacerSchedule(t *testing.T) {
+	tests := []struct {
+		name  string
+		rate  float64
+		n     int
+		wLast time.Duration // intended offset of message n-1
+	}{
+		{"1000/s", 1000, 1000, 999 * time.Millisecond},
+		{"3/s does not drift", 3, 3001, 1000 * time.Second},
+		{"7/s", 7, 701, 100 * time.Second},
+		{"250k/s", 250_000, 250_001, time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := &fakeClock{now: t0}
+			p, err := NewPacer(clk, t0, tt.rate)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var last time.Time
+			for i := range tt.n {
+				got, err := p.Next(context.Background())
+				if err != nil {
+					t.Fatalf("Next #%d: %v", i, err)
+				}
+				want := t0.Add(time.Duration(math.Round(float64(i) * 1e9 / tt.rate)))
+				if d := got.Sub(want).Abs(); d > time.Nanosecond {
+					t.Fatalf("message %d intended %v, want %v", i, got.Sub(t0), want.Sub(t0))
+				}
+				if !clk.now.Equal(got) {
+					t.Fatalf("message %d returned at clock %v, before its time %v", i, clk.now.Sub(t0), got.Sub(t0))
+				}
+				last = got
+			}
+			if d := last.Sub(t0) - tt.wLast; d.Abs() > time.Nanosecond {
+				t.Fatalf("last message at %v, want %v", last.Sub(t0), tt.wLast)
+			}
+			// The first message is due at start, so no sleep for it; one per message after.
+			if len(clk.sleeps) != tt.n-1 {
+				t.Fatalf("%d sleeps, want %d", len(clk.sleeps), tt.n-1)
+			}
+			if got := p.Due(t0.Add(tt.wLast)); got != uint64(tt.n-1) {
+				t.Fatalf("Due(last) = %d, want %d", got, tt.n-1)
+			}
+			if p.Sent() != uint64(tt.n) {
+				t.Fatalf("Sent = %d, want %d", p.Sent(), tt.n)
+			}
+		})
+	}
+}
+
+// TestPacerStallKeepsSchedule checks the open-loop property: after the sender
+// stalls, overdue messages keep their original intended times and are handed
+// out without sleeping, so the stall shows up as latency.
+func TestPacerStallKeepsSchedule(t *testing.T) {
+	clk := &fakeClock{now: t0}
+	p, err := NewPacer(clk, t0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for range 5 {
+		if _, err := p.Next(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The sender blocks for 10.5 ms after message 4 (due at 4 ms).
+	clk.now = t0.Add(14500 * time.Microsecond)
+	sleepsBefore := len(clk.sleeps)
+	for i := 5; i <= 14; i++ {
+		got, err := p.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := t0.Add(time.Duration(i) * time.Millisecond); !got.Equal(want) {
+			t.Fatalf("overdue message %d intended %v, want %v", i, got.Sub(t0), want.Sub(t0))
+		}
+	}
+	if len(clk.sleeps) != sleepsBefore {
+		t.Fatalf("pacer slept %d times while behind schedule", len(clk.sleeps)-sleepsBefore)
+	}
+	if got, want := p.Due(clk.now), uint64(15); got != want {
+		t.Fatalf("Due(14.5ms) = %d, want %d", got, want)
+	}
+	// Caught up: message 15 is in the future again and needs a sleep.
+	got, err := p.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := t0.Add(15 * time.Millisecond); !got.Equal(want) || len(clk.sleeps) != sleepsBefore+1 {
+		t.Fatalf("message 15 at %v after %d sleeps; want %v after one sleep", got.Sub(t0), len(clk.sleeps)-sleepsBefore, want.Sub(t0))
+	}
+}
+
+func TestPacerUnpaced(t *testing.T) {
+	clk := &fakeClock{now: t0}
+	p, err := NewPacer(clk, t0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		clk.now = t0.Add(time.Duration(i) * time.Second)
+		got, err := p.Next(context.Background())
+		if err != nil || !got.Equal(clk.now) {
+			t.Fatalf("unpaced Next = %v, %v; want now %v", got, err, clk.now)
+		}
+	}
+	if len(clk.sleeps) != 0 || p.Due(t0.Add(time.Hour)) != 3 {
+		t.Fatalf("unpaced pacer slept %d times, Due = %d; want 0 and 3", len(clk.sleeps), p.Due(t0.Add(time.Hour)))
+	}
+}
+
+func TestPacerCancel(t *testing.T) {
+	clk := &fakeClock{now: t0}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, rate := range []float64{0, 10} {
+		p, err := NewPacer(clk, t0.Add(time.Second), rate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Next(ctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("rate %v: Next on a cancelled context = %v, want context.Canceled", rate, err)
+		}
+	}
+}
+
+func TestPacerBadRate(t *testing.T) {
+	for _, rate := range []float64{-1, math.NaN(), math.Inf(1)} {
+		if _, err := NewPacer(SystemClock{}, t0, rate); err == nil {
+			t.Errorf("NewPacer(rate=%v) succeeded, want an error", rate)
+		}
+	}
+}
+
+func TestSystemClockSleepUntil(t *testing.T) {
+	clk := SystemClock{}
+	target := clk.Now().Add(2 * time.Millisecond)
+	if err := clk.SleepUntil(context.Background(), target); err != nil {
+		t.Fatal(err)
+	}
+	if now := clk.Now(); now.Before(target) {
+		t.Fatalf("woke at %v, before target %v", now, target)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := clk.SleepUntil(ctx, clk.Now().Add(time.Hour)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("SleepUntil on a cancelled context = %v", err)
+	}
+}

@@ -1,0 +1,557 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	mrand "math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Options configure Run.
+type Options struct {
+	// Bootstrap lists seed brokers, host:port.
+	Bootstrap []string
+	// Workload is what to run; validated by Run.
+	Workload Workload
+	// Label names the system under test in the result.
+	Label string
+	// TopicPrefix starts the names of the topics the run creates; default "ringbench".
+	TopicPrefix string
+	// KeepTopics leaves the run's topics in place afterwards.
+	KeepTopics bool
+	// SetupTimeout bounds topic creation and leader election; default 30s.
+	SetupTimeout time.Duration
+	// DrainTimeout bounds how long after the measured period the run waits
+	// for outstanding acknowledgements and for consumers to catch up; default 30s.
+	DrainTimeout time.Duration
+	// Progress receives progress lines; nil prints none.
+	Progress io.Writer
+	// Live rewrites a single progress line in place (for a terminal) instead
+	// of printing one line per ProgressInterval.
+	Live bool
+	// ProgressInterval is the time between progress lines; default 1s.
+	ProgressInterval time.Duration
+	// BrokerPID, when not 0, is a local broker process whose CPU time and
+	// peak RSS over the measured period go into the result.
+	BrokerPID int
+	// Logger receives setup and teardown events; nil discards them.
+	Logger *slog.Logger
+}
+
+// Run creates fresh topics, runs the workload's producers and consumers
+// against the cluster at opts.Bootstrap through franz-go's kgo, and returns
+// the measured result. Records whose intended send time falls in the warmup
+// are not counted. The context cancels the run; a cancelled run returns an
+// error and no result.
+func Run(ctx context.Context, opts Options) (*Result, error) {
+	r, err := newRunner(opts)
+	if err != nil {
+		return nil, err
+	}
+	return r.run(ctx)
+}
+
+// phase is what a run is doing, for progress lines.
+type phase int32
+
+const (
+	phaseSetup phase = iota
+	phaseWarmup
+	phaseMeasure
+	phaseDrain
+)
+
+func (p phase) String() string {
+	return [...]string{"setup", "warmup", "run", "drain"}[p]
+}
+
+// side holds the measurements of publish or of end-to-end latency.
+type side struct {
+	mu sync.Mutex
+	// hist[0] is the warmup, hist[1] the measured period.
+	hist [2]Histogram
+
+	records atomic.Uint64 // all successes, any phase, for progress rates
+	bytes   atomic.Uint64 // value bytes of the measured period
+	errors  atomic.Uint64 // errors of the warmup and measured period
+}
+
+func (s *side) record(measured bool, d time.Duration, size int) {
+	i := 0
+	if measured {
+		i = 1
+		s.bytes.Add(uint64(size))
+	}
+	s.mu.Lock()
+	s.hist[i].Record(d)
+	s.mu.Unlock()
+	s.records.Add(1)
+}
+
+// snapshot copies one phase's histogram.
+func (s *side) snapshot(measured bool) Histogram {
+	i := 0
+	if measured {
+		i = 1
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hist[i]
+}
+
+type runner struct {
+	opts   Options
+	w      Workload
+	log    *slog.Logger
+	topics []string
+
+	payload []byte
+	// start, measureStart and end bound the schedule: warmup is
+	// [start, measureStart), the measured period [measureStart, end).
+	start, measureStart, end time.Time
+
+	phase     atomic.Int32
+	pub, e2e  side
+	foreign   atomic.Uint64 // consumed records without a plausible stamp
+	unsent    atomic.Uint64
+	firstErr  atomic.Pointer[string]
+	valuePool sync.Pool
+}
+
+func newRunner(opts Options) (*runner, error) {
+	if len(opts.Bootstrap) == 0 {
+		return nil, errors.New("run: no bootstrap brokers")
+	}
+	if err := opts.Workload.Validate(); err != nil {
+		return nil, fmt.Errorf("run: %w", err)
+	}
+	if opts.TopicPrefix == "" {
+		opts.TopicPrefix = "ringbench"
+	}
+	if opts.SetupTimeout <= 0 {
+		opts.SetupTimeout = 30 * time.Second
+	}
+	if opts.DrainTimeout <= 0 {
+		opts.DrainTimeout = 30 * time.Second
+	}
+	if opts.ProgressInterval <= 0 {
+		opts.ProgressInterval = time.Second
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	w := opts.Workload
+	payload, err := w.Payload(mrand.Uint64())
+	if err != nil {
+		return nil, fmt.Errorf("run: %w", err)
+	}
+	var id [3]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, fmt.Errorf("run: topic id: %w", err)
+	}
+	r := &runner{opts: opts, w: w, log: log, payload: payload}
+	for i := range w.Topics {
+		r.topics = append(r.topics, fmt.Sprintf("%s-%s-%s-%d", opts.TopicPrefix, w.Name, hex.EncodeToString(id[:]), i))
+	}
+	r.valuePool.New = func() any {
+		b := make([]byte, len(payload))
+		copy(b, payload)
+		return &b
+	}
+	return r, nil
+}
+
+func (r *runner) noteErr(what string, err error) {
+	s := fmt.Sprintf("%s: %v", what, err)
+	r.firstErr.CompareAndSwap(nil, &s)
+}
+
+func (r *runner) run(ctx context.Context) (res *Result, err error) {
+	w := r.w
+	adminCl, err := kgo.NewClient(kgo.SeedBrokers(r.opts.Bootstrap...))
+	if err != nil {
+		return nil, fmt.Errorf("run: admin client for %v: %w", r.opts.Bootstrap, err)
+	}
+	defer adminCl.Close()
+	adm := kadm.NewClient(adminCl)
+
+	if err := createTopics(ctx, adm, r.topics, w.PartitionsPerTopic, w.ReplicationFactor, r.opts.SetupTimeout); err != nil {
+		return nil, fmt.Errorf("run: %w", err)
+	}
+	r.log.Info("topics ready", "topics", r.topics, "partitions", w.PartitionsPerTopic)
+	if !r.opts.KeepTopics {
+		defer func() {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.SetupTimeout)
+			defer cancel()
+			if derr := deleteTopics(dctx, adm, r.topics); derr != nil {
+				r.log.Warn("delete topics", "err", derr)
+			}
+		}()
+	}
+	offs, err := endOffsets(ctx, adm, r.topics)
+	if err != nil {
+		return nil, fmt.Errorf("run: %w", err)
+	}
+
+	consumers, err := r.newConsumers(offs)
+	defer func() {
+		for _, c := range consumers {
+			c.Close()
+		}
+	}()
+	if err != nil {
+		return nil, err
+	}
+	producers, err := r.newProducers()
+	defer func() {
+		for _, p := range producers {
+			p.cl.Close()
+		}
+	}()
+	if err != nil {
+		return nil, err
+	}
+
+	r.start = time.Now()
+	r.measureStart = r.start.Add(time.Duration(w.WarmupDuration))
+	r.end = r.measureStart.Add(time.Duration(w.TestDuration))
+	r.phase.Store(int32(phaseWarmup))
+	if w.WarmupDuration == 0 {
+		r.phase.Store(int32(phaseMeasure))
+	}
+
+	// abort ends everything still outstanding DrainTimeout after the measured period.
+	abortCtx, abort := context.WithDeadline(ctx, r.end.Add(r.opts.DrainTimeout))
+	defer abort()
+
+	monDone := make(chan struct{})
+	monResult := make(chan *BrokerUsage, 1)
+	go func() { monResult <- r.monitor(abortCtx, monDone) }()
+
+	consCtx, stopConsumers := context.WithCancel(abortCtx)
+	defer stopConsumers()
+	var consWG sync.WaitGroup
+	for _, c := range consumers {
+		consWG.Go(func() { r.consume(consCtx, c) })
+	}
+
+	// Producers stop at the first intended time past the end; sendGrace only
+	// stops those still behind schedule, and lets a late timer wake-up finish.
+	sendCtx, stopSending := context.WithDeadline(abortCtx, r.end.Add(sendGrace))
+	defer stopSending()
+	var prodWG sync.WaitGroup
+	for _, p := range producers {
+		prodWG.Go(func() { r.produce(sendCtx, abortCtx, p) })
+	}
+	prodWG.Wait()
+	r.phase.Store(int32(phaseDrain))
+
+	for _, p := range producers {
+		if err := p.cl.Flush(abortCtx); err != nil {
+			r.noteErr("flush", err)
+		}
+	}
+	if len(consumers) > 0 {
+		_ = waitFor(abortCtx, r.opts.DrainTimeout, "consumers to catch up", func(context.Context) (bool, error) {
+			return r.e2e.snapshotCount() >= r.pub.snapshotCount(), nil
+		})
+	}
+	stopConsumers()
+	consWG.Wait()
+	close(monDone)
+	usage := <-monResult
+
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("run %s: %w", w.Name, err)
+	}
+	return r.result(usage), nil
+}
+
+// snapshotCount is the number of measured records so far.
+func (s *side) snapshotCount() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hist[1].Count()
+}
+
+func (r *runner) result(usage *BrokerUsage) *Result {
+	d := time.Duration(r.w.TestDuration)
+	pubHist := r.pub.snapshot(true)
+	res := &Result{
+		Schema:    ResultSchema,
+		Label:     r.opts.Label,
+		Bootstrap: r.opts.Bootstrap[0],
+		Workload:  r.w,
+		Start:     r.start.UTC().Truncate(time.Millisecond),
+		Warmup:    r.w.WarmupDuration,
+		Duration:  r.w.TestDuration,
+		Publish:   NewStats(&pubHist, r.pub.bytes.Load(), r.pub.errors.Load(), d),
+		Unsent:    r.unsent.Load(),
+		Broker:    usage,
+	}
+	if r.w.ConsumerPerSubscription > 0 {
+		e2eHist := r.e2e.snapshot(true)
+		s := NewStats(&e2eHist, r.e2e.bytes.Load(), r.e2e.errors.Load()+r.foreign.Load(), d)
+		res.E2E = &s
+	}
+	if e := r.firstErr.Load(); e != nil {
+		r.log.Warn("errors during run", "first", *e, "publishErrors", res.Publish.Errors)
+	}
+	return res
+}
+
+// producer is one producer client and the topic it writes.
+type producer struct {
+	cl    *kgo.Client
+	topic string
+	// index among all producers staggers start times across the schedule.
+	index int
+}
+
+func (r *runner) producerOpts() []kgo.Opt {
+	w := r.w
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(r.opts.Bootstrap...),
+		kgo.ProducerLinger(time.Duration(w.LingerMs) * time.Millisecond),
+	}
+	switch w.Acks {
+	case "0":
+		opts = append(opts, kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite(), kgo.MaxProduceRequestsInflightPerBroker(5))
+	case "1":
+		opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(), kgo.MaxProduceRequestsInflightPerBroker(5))
+	default:
+		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
+	}
+	codec := map[string]kgo.CompressionCodec{
+		"none":   kgo.NoCompression(),
+		"gzip":   kgo.GzipCompression(),
+		"snappy": kgo.SnappyCompression(),
+		"lz4":    kgo.Lz4Compression(),
+		"zstd":   kgo.ZstdCompression(),
+	}[w.Compression]
+	opts = append(opts, kgo.ProducerBatchCompression(codec))
+	if w.BatchSize > 0 {
+		opts = append(opts, kgo.ProducerBatchMaxBytes(int32(w.BatchSize)))
+	}
+	return opts
+}
+
+func (r *runner) newProducers() ([]producer, error) {
+	var ps []producer
+	for _, t := range r.topics {
+		for range r.w.ProducersPerTopic {
+			cl, err := kgo.NewClient(append(r.producerOpts(), kgo.DefaultProduceTopic(t))...)
+			if err != nil {
+				return ps, fmt.Errorf("run: producer client for topic %s: %w", t, err)
+			}
+			ps = append(ps, producer{cl: cl, topic: t, index: len(ps)})
+		}
+	}
+	return ps, nil
+}
+
+// newConsumers builds ConsumerPerSubscription clients per topic, splitting
+// the topic's partitions round-robin among them, each reading from offs.
+func (r *runner) newConsumers(offs kadm.ListedOffsets) ([]*kgo.Client, error) {
+	var cs []*kgo.Client
+	n := r.w.ConsumerPerSubscription
+	for _, t := range r.topics {
+		for c := range min(n, r.w.PartitionsPerTopic) {
+			assign := map[int32]kgo.Offset{}
+			for p := c; p < r.w.PartitionsPerTopic; p += n {
+				o, ok := offs.Lookup(t, int32(p))
+				if !ok {
+					return cs, fmt.Errorf("run: no end offset for %s[%d]", t, p)
+				}
+				assign[int32(p)] = kgo.NewOffset().At(o.Offset)
+			}
+			cl, err := kgo.NewClient(
+				kgo.SeedBrokers(r.opts.Bootstrap...),
+				kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{t: assign}),
+				kgo.FetchMaxWait(500*time.Millisecond),
+			)
+			if err != nil {
+				return cs, fmt.Errorf("run: consumer client for topic %s: %w", t, err)
+			}
+			cs = append(cs, cl)
+		}
+	}
+	return cs, nil
+}
+
+// inWindow reports whether an intended send time is in the measured period.
+func (r *runner) inWindow(t time.Time) bool {
+	return !t.Before(r.measureStart) && t.Before(r.end)
+}
+
+// sendGrace is how long past the measured period a producer that is behind
+// schedule may keep sending overdue records before they count as unsent.
+const sendGrace = 250 * time.Millisecond
+
+// produce sends on p's schedule until its next intended time is past the
+// measured period or sendCtx ends. Records carry abortCtx, which fails whatever is still
+// buffered when the drain time is up.
+func (r *runner) produce(sendCtx, abortCtx context.Context, p producer) {
+	w := r.w
+	nProducers := w.Topics * w.ProducersPerTopic
+	rate := w.ProducerRate / float64(nProducers)
+	offset := time.Duration(0)
+	if w.ProducerRate > 0 {
+		offset = time.Duration(float64(p.index) / w.ProducerRate * 1e9)
+	}
+	pacer, err := NewPacer(SystemClock{}, r.start.Add(offset), rate)
+	if err != nil {
+		r.noteErr("pacer", err)
+		return
+	}
+	rng := mrand.New(mrand.NewPCG(mrand.Uint64(), uint64(p.index)))
+	keyIdx := rng.IntN(RoundRobinKeys)
+	promise := func(rec *kgo.Record, err error) { r.onAck(rec, err) }
+	var sent uint64
+	for {
+		intended, err := pacer.Next(sendCtx)
+		if err != nil || !intended.Before(r.end) {
+			break
+		}
+		vp := r.valuePool.Get().(*[]byte)
+		v := *vp
+		PutStamp(v, intended)
+		rec := &kgo.Record{Topic: p.topic, Value: v}
+		switch w.KeyDistribution {
+		case KeyRandomNano:
+			rec.Key = strconv.AppendUint(nil, rng.Uint64(), 36)
+		case KeyRoundRobin:
+			rec.Key = strconv.AppendInt(nil, int64(keyIdx), 10)
+			keyIdx = (keyIdx + 1) % RoundRobinKeys
+		}
+		p.cl.Produce(abortCtx, rec, promise)
+		sent++
+	}
+	if w.ProducerRate > 0 {
+		if due := pacer.Due(r.end); due > sent {
+			r.unsent.Add(due - sent)
+		}
+	}
+}
+
+// onAck records a produce outcome and recycles the record's value.
+func (r *runner) onAck(rec *kgo.Record, err error) {
+	now := time.Now()
+	intended, serr := ReadStamp(rec.Value)
+	if serr == nil && !intended.Before(r.start) && intended.Before(r.end) {
+		if err != nil {
+			r.pub.errors.Add(1)
+			r.noteErr("produce", err)
+		} else {
+			r.pub.record(r.inWindow(intended), now.Sub(intended), len(rec.Value))
+		}
+	}
+	v := rec.Value
+	r.valuePool.Put(&v)
+}
+
+// consume polls one consumer client until ctx ends, recording end-to-end
+// latency for records whose stamp is in the run's schedule.
+func (r *runner) consume(ctx context.Context, cl *kgo.Client) {
+	for {
+		fetches := cl.PollFetches(ctx)
+		now := time.Now()
+		if ctx.Err() != nil || fetches.IsClientClosed() {
+			return
+		}
+		fetches.EachError(func(t string, p int32, err error) {
+			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				return
+			}
+			r.e2e.errors.Add(1)
+			r.noteErr(fmt.Sprintf("fetch %s[%d]", t, p), err)
+		})
+		fetches.EachRecord(func(rec *kgo.Record) {
+			intended, err := ReadStamp(rec.Value)
+			if err != nil || intended.Before(r.start) || !intended.Before(r.end) || intended.After(now) {
+				r.foreign.Add(1)
+				return
+			}
+			r.e2e.record(r.inWindow(intended), now.Sub(intended), len(rec.Value))
+		})
+	}
+}
+
+// monitor advances the phase, prints progress and samples the broker until
+// done is closed, then returns the broker's usage (nil without BrokerPID).
+// Broker CPU is the difference of samples taken when the measured period
+// starts and when it ends; RSS is sampled then and at every tick in between.
+func (r *runner) monitor(ctx context.Context, done <-chan struct{}) *BrokerUsage {
+	tick := time.NewTicker(min(r.opts.ProgressInterval, time.Second))
+	defer tick.Stop()
+	startTimer := time.NewTimer(time.Until(r.measureStart))
+	defer startTimer.Stop()
+	endTimer := time.NewTimer(time.Until(r.end))
+	defer endTimer.Stop()
+	pr := &progress{r: r, lastAt: r.start}
+	var (
+		usage    *BrokerUsage
+		first    ProcSample
+		firstAt  time.Time
+		peakRSS  uint64
+		sampling bool
+	)
+	sample := func(now time.Time) {
+		if r.opts.BrokerPID == 0 {
+			return
+		}
+		s, err := ReadProc(r.opts.BrokerPID)
+		if err != nil {
+			r.noteErr("broker sample", err)
+			return
+		}
+		if firstAt.IsZero() {
+			first, firstAt = s, now
+		}
+		peakRSS = max(peakRSS, s.RSSBytes)
+		u := BrokerUsage{PID: r.opts.BrokerPID, PeakRSSBytes: new(peakRSS)}
+		if secs := now.Sub(firstAt).Seconds(); secs > 0 {
+			u.CPUSeconds = new(s.CPUSeconds - first.CPUSeconds)
+			u.CPUPercent = new(100 * *u.CPUSeconds / secs)
+		}
+		usage = &u
+	}
+	nextPrint := r.start.Add(r.opts.ProgressInterval)
+	for {
+		select {
+		case <-done:
+			pr.finish(r.opts.Progress, r.opts.Live)
+			return usage
+		case <-ctx.Done():
+			pr.finish(r.opts.Progress, r.opts.Live)
+			return usage
+		case now := <-startTimer.C:
+			r.phase.CompareAndSwap(int32(phaseWarmup), int32(phaseMeasure))
+			sampling = true
+			sample(now)
+		case now := <-endTimer.C:
+			sample(now)
+			sampling = false
+		case now := <-tick.C:
+			if sampling {
+				sample(now)
+			}
+			if r.opts.Progress != nil && !now.Before(nextPrint) {
+				pr.print(r.opts.Progress, r.opts.Live, now, phase(r.phase.Load()))
+				nextPrint = now.Add(r.opts.ProgressInterval - r.opts.ProgressInterval/4)
+			}
+		}
+	}
+}

@@ -1,0 +1,181 @@
+package broker
+
+// Produce (key 0), versions 3-13, advertised from 0.
+//
+// Versions 0-2 are advertised, as Apache Kafka 4.x does (KAFKA-18659: older librdkafka turns
+// compression off unless the broker lists Produce v0), but a v0-2 request closes the
+// connection. Each partition's records must be exactly one valid record batch of magic 2
+// (length, CRC32C, counts; wire.ValidateProduce); the batch is appended as received after its
+// baseOffset and partitionLeaderEpoch are written in place, so nothing is re-encoded. Idempotent
+// producers are checked per producer id, epoch and sequence by the log (duplicates are answered
+// with their original offsets). acks=0 gets no response, and the connection is closed when any
+// partition failed, as Kafka does; acks=1 and acks=-1 answer after the append (on one node the
+// in-sync replica set is this broker). v13 names topics by id. Runs on the ring goroutine: the
+// request's record bytes alias the receive buffer and are consumed before the handler returns.
+
+import (
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/broker/meta"
+	rlog "ringbroker/log"
+	"ringbroker/wire"
+)
+
+var produceAPI = &api{key: kmsg.Produce, minVersion: 3, advertiseFromZero: true, maxVersion: 13, inline: true, handle: handleProduce}
+
+func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
+	req := r.(*kmsg.ProduceRequest)
+	resp := kmsg.NewPtrProduceResponse()
+	tbl := b.parts.Load()
+	im := b.meta.Image()
+	anyErr := false
+	validAcks := req.Acks == 0 || req.Acks == 1 || req.Acks == -1
+	now := time.Now()
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic = rt.Topic
+		st.TopicID = rt.TopicID
+		var topic *meta.Topic
+		if req.Version >= 13 {
+			topic = im.TopicsByID[meta.UUID(rt.TopicID)]
+		} else {
+			topic = im.Topics[rt.Topic]
+		}
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			var code *kerr.Error
+			var msg string
+			switch {
+			case !validAcks:
+				code = kerr.InvalidRequiredAcks
+			case topic == nil && req.Version >= 13:
+				code = kerr.UnknownTopicID
+			case topic == nil:
+				code = kerr.UnknownTopicOrPartition
+			default:
+				p := tbl.lookupID(topic.ID, rp.Partition)
+				if p == nil {
+					if rp.Partition >= 0 && int(rp.Partition) < len(topic.Partitions) {
+						code = kerr.NotLeaderForPartition
+					} else {
+						code = kerr.UnknownTopicOrPartition
+					}
+					break
+				}
+				code, msg = b.appendToPartition(p, topic, rp.Records, req.Version, now, &sp)
+			}
+			if code != nil {
+				anyErr = true
+				sp.ErrorCode = code.Code
+				if msg != "" && req.Version >= 8 {
+					sp.ErrorMessage = kmsg.StringPtr(msg)
+				}
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	if req.Acks == 0 {
+		if anyErr {
+			rc.closeConn()
+			return
+		}
+		rc.noResponse()
+		return
+	}
+	rc.respond(resp)
+}
+
+// appendToPartition validates and appends one partition's records and fills sp.
+func (b *Broker) appendToPartition(p *partition, topic *meta.Topic, records []byte, version int16, now time.Time, sp *kmsg.ProduceResponseTopicPartition) (*kerr.Error, string) {
+	maxBytes := int(b.cfg.MessageMaxBytes)
+	if v, ok := topic.Configs["max.message.bytes"]; ok {
+		if n, err := strconv.Atoi(v); err == nil {
+			maxBytes = n
+		}
+	}
+	sum, err := wire.ValidateProduce(records, version, maxBytes)
+	if err != nil {
+		var be *wire.BatchError
+		if errors.As(err, &be) {
+			return be.Code, err.Error()
+		}
+		return kerr.CorruptMessage, err.Error()
+	}
+	if sum.First.Transactional {
+		return kerr.InvalidRecord, "transactional batches need the transaction coordinator, which ringbroker does not have yet"
+	}
+	batch := wire.Batch(records)
+	logAppendTime := topic.Configs["message.timestamp.type"] == "LogAppendTime"
+	if logAppendTime {
+		batch.SetLogAppendTime(now.UnixMilli())
+	} else if code, msg := b.checkTimestamps(topic, batch, now); code != nil {
+		return code, msg
+	}
+	p.appendMu.Lock()
+	res, err := p.log.Append(records)
+	p.appendMu.Unlock()
+	if err != nil {
+		return appendErrorCode(err), err.Error()
+	}
+	sp.BaseOffset = res.BaseOffset
+	sp.LogStartOffset = res.LogStartOffset
+	sp.LogAppendTime = -1
+	if logAppendTime {
+		sp.LogAppendTime = now.UnixMilli()
+	}
+	if !res.Duplicate {
+		b.metrics.topicBytesIn(p.topic, len(records))
+		p.wakeWaiters()
+	}
+	return nil, ""
+}
+
+// checkTimestamps applies message.timestamp.before.max.ms and after.max.ms to CreateTime
+// batches, as Kafka's LogValidator does.
+func (b *Broker) checkTimestamps(topic *meta.Topic, batch wire.Batch, now time.Time) (*kerr.Error, string) {
+	limit := func(name string) int64 {
+		v, _ := b.cfg.effectiveTopicConfig(topic.Configs, name)
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 1<<63 - 1
+		}
+		return n
+	}
+	nowMs := now.UnixMilli()
+	before, after := limit("message.timestamp.before.max.ms"), limit("message.timestamp.after.max.ms")
+	first, last := batch.FirstTimestamp(), batch.MaxTimestamp()
+	if first >= 0 && nowMs-first > before {
+		return kerr.InvalidTimestamp, "timestamp " + strconv.FormatInt(first, 10) + " is older than message.timestamp.before.max.ms allows"
+	}
+	if last-nowMs > after {
+		return kerr.InvalidTimestamp, "timestamp " + strconv.FormatInt(last, 10) + " is further in the future than message.timestamp.after.max.ms allows"
+	}
+	return nil, ""
+}
+
+// appendErrorCode maps a log append error to Kafka's code.
+func appendErrorCode(err error) *kerr.Error {
+	switch {
+	case errors.Is(err, rlog.ErrOutOfOrderSequence):
+		return kerr.OutOfOrderSequenceNumber
+	case errors.Is(err, rlog.ErrInvalidProducerEpoch):
+		return kerr.InvalidProducerEpoch
+	case errors.Is(err, rlog.ErrRecordTooLarge):
+		return kerr.MessageTooLarge
+	case errors.Is(err, rlog.ErrRecordListTooLarge):
+		return kerr.RecordListTooLarge
+	case errors.Is(err, rlog.ErrCorruptBatch):
+		return kerr.CorruptMessage
+	default:
+		return kerr.KafkaStorageError
+	}
+}

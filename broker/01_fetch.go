@@ -1,0 +1,223 @@
+package broker
+
+// Fetch (key 1), versions 4-18.
+//
+// Consumer fetches with isolation read_uncommitted and read_committed (the same until
+// transactions land: the last stable offset equals the high watermark). Each partition is read up
+// to its partition max bytes and the response up to max bytes, except that the first partition
+// with data returns at least one whole batch (KIP-74). When fewer than min bytes are ready the
+// fetch parks on its partitions and is answered on the next append that brings enough, or when
+// max wait elapses. Record bytes are never copied: the response is a list of iovecs, small
+// encoded pieces plus slices of the mmap'd segments, released when the kernel is done with them.
+// Fetch sessions (KIP-227) are not created: every response carries session id 0, which clients
+// treat as "full fetch each time". v13+ names topics by id. Follower fetches have no followers to
+// serve yet and are refused.
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/broker/meta"
+	rlog "ringbroker/log"
+	"ringbroker/wire"
+)
+
+var fetchAPI = &api{key: kmsg.Fetch, minVersion: 4, maxVersion: 18, inline: true, copyRequest: true, handle: handleFetch}
+
+// maxFetchWait bounds how long a fetch may park, whatever the client asks.
+const maxFetchWait = 5 * time.Minute
+
+func handleFetch(b *Broker, rc *reqCtx, r kmsg.Request) {
+	req := r.(*kmsg.FetchRequest)
+	if req.ReplicaID >= 0 || (req.Version >= 15 && req.ReplicaState.ID >= 0) {
+		resp := kmsg.NewPtrFetchResponse()
+		resp.ErrorCode = kerr.UnsupportedVersion.Code
+		rc.respond(resp)
+		return
+	}
+	if req.SessionID != 0 {
+		// We never hand out sessions, so any id is unknown.
+		resp := kmsg.NewPtrFetchResponse()
+		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+		rc.respond(resp)
+		return
+	}
+	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
+	if wait > maxFetchWait {
+		wait = maxFetchWait
+	}
+	f := &fetchOp{b: b, rc: rc, req: req}
+	if f.attempt(wait <= 0) {
+		return
+	}
+	f.timer = time.AfterFunc(wait, func() { f.retry(true) })
+}
+
+// fetchOp is one Fetch request, possibly parked in the partitions' waiter lists.
+type fetchOp struct {
+	b   *Broker
+	rc  *reqCtx
+	req *kmsg.FetchRequest
+
+	mu    sync.Mutex
+	done  bool
+	timer *time.Timer
+}
+
+// fetchWaiter is what a partition holds for a parked fetch.
+type fetchWaiter struct{ op *fetchOp }
+
+// wake retries the fetch off the appending goroutine.
+func (w *fetchWaiter) wake() { go w.op.retry(false) }
+
+// retry runs the fetch again after an append (final=false) or at the deadline (final=true).
+func (f *fetchOp) retry(final bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.done {
+		return
+	}
+	f.attemptLocked(final)
+}
+
+// attempt runs the fetch for the first time.
+func (f *fetchOp) attempt(final bool) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.attemptLocked(final)
+}
+
+// attemptLocked reads every partition; it responds and returns true when min bytes are ready,
+// an error must be reported, the broker is closing or final is set. Otherwise it parks the
+// fetch on its partitions and returns false.
+func (f *fetchOp) attemptLocked(final bool) bool {
+	b, req := f.b, f.req
+	tbl := b.parts.Load()
+	im := b.meta.Image()
+	var reads []rlog.ReadResult
+	release := func() {
+		for _, rr := range reads {
+			rr.Release()
+		}
+	}
+	w := &wire.FetchWriter{}
+	if err := w.Reset(f.rc.hdr, 0, 0, 0); err != nil {
+		// The version range is checked before dispatch, so this is a programming error.
+		panic(err)
+	}
+	total := 0
+	maxBytes := int(req.MaxBytes)
+	if maxBytes <= 0 {
+		maxBytes = 1<<31 - 1
+	}
+	anyErr := false
+	var touched []*partition
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		var topic *meta.Topic
+		if req.Version >= 13 {
+			topic = im.TopicsByID[meta.UUID(rt.TopicID)]
+		} else {
+			topic = im.Topics[rt.Topic]
+		}
+		w.AddTopic(rt.Topic, rt.TopicID)
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			fp := wire.NewFetchPartition(rp.Partition)
+			if req.IsolationLevel == 1 {
+				fp.AbortedTxns = []wire.FetchAbortedTxn{}
+			}
+			var p *partition
+			switch {
+			case topic == nil && req.Version >= 13:
+				fp.ErrorCode = kerr.UnknownTopicID.Code
+			case topic == nil:
+				fp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			default:
+				p = tbl.lookupID(topic.ID, rp.Partition)
+				if p == nil {
+					fp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+					if rp.Partition >= 0 && int(rp.Partition) < len(topic.Partitions) {
+						fp.ErrorCode = kerr.NotLeaderForPartition.Code
+					}
+				} else if code := checkLeaderEpoch(topic, rp.Partition, rp.CurrentLeaderEpoch); code != nil {
+					fp.ErrorCode = code.Code
+					p = nil
+				}
+			}
+			if p == nil {
+				anyErr = true
+				w.AddPartition(fp, nil)
+				continue
+			}
+			touched = append(touched, p)
+			hw := p.log.LogEndOffset()
+			fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset = hw, hw, p.log.LogStartOffset()
+			if rp.FetchOffset < fp.LogStartOffset || rp.FetchOffset > hw {
+				fp.ErrorCode = kerr.OffsetOutOfRange.Code
+				anyErr = true
+				w.AddPartition(fp, nil)
+				continue
+			}
+			limit := int(rp.PartitionMaxBytes)
+			if room := maxBytes - total; room < limit {
+				limit = room
+			}
+			if rp.FetchOffset == hw || limit <= 0 && total > 0 {
+				w.AddPartition(fp, nil)
+				continue
+			}
+			rr, err := p.log.Read(rp.FetchOffset, max(limit, 0), hw, total == 0)
+			if err != nil {
+				if errors.Is(err, rlog.ErrOffsetOutOfRange) {
+					fp.ErrorCode = kerr.OffsetOutOfRange.Code
+				} else {
+					b.logger.Error("fetch read", "topic", p.topic, "partition", p.index, "offset", rp.FetchOffset, "err", err)
+					fp.ErrorCode = kerr.KafkaStorageError.Code
+				}
+				anyErr = true
+				w.AddPartition(fp, nil)
+				continue
+			}
+			reads = append(reads, rr)
+			total += len(rr.Data)
+			b.metrics.topicBytesOut(p.topic, len(rr.Data))
+			w.AddPartition(fp, [][]byte{rr.Data})
+		}
+	}
+	if !final && !anyErr && total < int(req.MinBytes) && len(touched) > 0 && !b.closing.Load() {
+		release()
+		waiter := &fetchWaiter{op: f}
+		for _, p := range touched {
+			p.addWaiter(waiter)
+		}
+		return false
+	}
+	f.done = true
+	if f.timer != nil {
+		f.timer.Stop()
+	}
+	f.rc.respondBuffers(w.Finish(), release)
+	return true
+}
+
+// checkLeaderEpoch compares the client's current leader epoch with ours: a newer one means our
+// metadata is behind (UNKNOWN_LEADER_EPOCH), an older one that the client's is stale
+// (FENCED_LEADER_EPOCH); -1 skips the check.
+func checkLeaderEpoch(t *meta.Topic, index, clientEpoch int32) *kerr.Error {
+	if clientEpoch < 0 || index < 0 || int(index) >= len(t.Partitions) {
+		return nil
+	}
+	ours := t.Partitions[index].LeaderEpoch
+	switch {
+	case clientEpoch > ours:
+		return kerr.UnknownLeaderEpoch
+	case clientEpoch < ours:
+		return kerr.FencedLeaderEpoch
+	}
+	return nil
+}

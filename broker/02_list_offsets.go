@@ -1,0 +1,78 @@
+package broker
+
+// ListOffsets (key 2), versions 1-11.
+//
+// Timestamp -2 is the log start offset (earliest), -1 the high watermark (latest; the last
+// stable offset for read_committed, the same until transactions land), -4 the earliest local
+// offset (the log start: there is no tiered storage), -3 (max timestamp, v7+) the batch with the
+// largest timestamp; a timestamp >= 0 finds the first batch whose max timestamp is at or after
+// it, through the time index. -5 and -6 (tiered-storage offsets, v9 and v11) answer -1 as Kafka
+// does without tiered storage. Partitions are checked against the client's current leader epoch.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/broker/meta"
+)
+
+var listOffsetsAPI = &api{key: kmsg.ListOffsets, minVersion: 1, maxVersion: 11, inline: true, handle: handleListOffsets}
+
+func handleListOffsets(b *Broker, rc *reqCtx, r kmsg.Request) {
+	req := r.(*kmsg.ListOffsetsRequest)
+	resp := kmsg.NewPtrListOffsetsResponse()
+	tbl := b.parts.Load()
+	im := b.meta.Image()
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		st := kmsg.NewListOffsetsResponseTopic()
+		st.Topic = rt.Topic
+		topic := im.Topics[rt.Topic]
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			sp := kmsg.NewListOffsetsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.Timestamp = -1
+			sp.Offset = -1
+			var p *partition
+			if topic != nil {
+				p = tbl.lookupID(topic.ID, rp.Partition)
+			}
+			switch {
+			case p == nil:
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case checkLeaderEpoch(topic, rp.Partition, rp.CurrentLeaderEpoch) != nil:
+				sp.ErrorCode = checkLeaderEpoch(topic, rp.Partition, rp.CurrentLeaderEpoch).Code
+			default:
+				sp.LeaderEpoch = leaderEpochOf(topic, rp.Partition)
+				switch ts := rp.Timestamp; {
+				case ts == -2 || ts == -4:
+					sp.Offset = p.log.LogStartOffset()
+				case ts == -1:
+					sp.Offset = p.log.LogEndOffset()
+				case ts == -3:
+					sp.ErrorCode = kerr.UnsupportedVersion.Code
+				case ts == -5 || ts == -6:
+				case ts >= 0:
+					off, t, ok := p.log.OffsetForTimestamp(ts)
+					if ok {
+						sp.Offset, sp.Timestamp = off, t
+					}
+				default:
+					sp.ErrorCode = kerr.InvalidRequest.Code
+				}
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	rc.respond(resp)
+}
+
+// leaderEpochOf is the partition's leader epoch in the image, or -1.
+func leaderEpochOf(t *meta.Topic, index int32) int32 {
+	if t == nil || index < 0 || int(index) >= len(t.Partitions) {
+		return -1
+	}
+	return t.Partitions[index].LeaderEpoch
+}

@@ -1,0 +1,78 @@
+package broker
+
+// CreateTopics (key 19), versions 2-7.
+//
+// Validates each topic (name, existence, '.'/'_' collisions, partitions, replication factor
+// against the registered brokers, manual assignments, configs) and commits it to the metadata
+// log; results are per topic, with Kafka's error codes and messages. validate_only checks
+// without committing. From v5 the response carries the partition count, replication factor and
+// configs, and from v7 the topic id. Replication factors above 1 are refused until data
+// replication lands.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+var createTopicsAPI = &api{key: kmsg.CreateTopics, minVersion: 2, maxVersion: 7, handle: handleCreateTopics}
+
+func handleCreateTopics(b *Broker, rc *reqCtx, r kmsg.Request) {
+	req := r.(*kmsg.CreateTopicsRequest)
+	resp := kmsg.NewPtrCreateTopicsResponse()
+	specs := make([]topicSpec, len(req.Topics))
+	dup := map[string]int{}
+	for i, t := range req.Topics {
+		dup[t.Topic]++
+		s := topicSpec{name: t.Topic, partitions: t.NumPartitions, rf: t.ReplicationFactor, configs: map[string]*string{}}
+		if len(t.ReplicaAssignment) > 0 {
+			s.assignment = map[int32][]int32{}
+			for _, a := range t.ReplicaAssignment {
+				s.assignment[a.Partition] = a.Replicas
+			}
+		}
+		for _, c := range t.Configs {
+			s.configs[c.Name] = c.Value
+		}
+		specs[i] = s
+	}
+	var results []topicResult
+	var todo []topicSpec
+	var idx []int
+	results = make([]topicResult, len(specs))
+	for i, s := range specs {
+		if dup[s.name] > 1 {
+			results[i] = topicResult{err: kerr.InvalidRequest, message: "Create topics request from client contains a duplicate topic: " + s.name}
+			continue
+		}
+		todo = append(todo, s)
+		idx = append(idx, i)
+	}
+	for j, res := range b.createTopics(todo, req.ValidateOnly) {
+		results[idx[j]] = res
+	}
+	for i, s := range specs {
+		res := results[i]
+		rt := kmsg.NewCreateTopicsResponseTopic()
+		rt.Topic = s.name
+		if res.err != nil {
+			rt.ErrorCode = res.err.Code
+			rt.ErrorMessage = kmsg.StringPtr(res.message)
+			resp.Topics = append(resp.Topics, rt)
+			continue
+		}
+		t := res.topic
+		rt.TopicID = t.ID
+		rt.NumPartitions = int32(len(t.Partitions))
+		rt.ReplicationFactor = int16(len(t.Partitions[0].Replicas))
+		for _, d := range topicConfigDefs {
+			v, override := b.cfg.effectiveTopicConfig(t.Configs, d.name)
+			c := kmsg.NewCreateTopicsResponseTopicConfig()
+			c.Name = d.name
+			c.Value = kmsg.StringPtr(v)
+			c.Source = int8(configSource(override))
+			rt.Configs = append(rt.Configs, c)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	rc.respond(resp)
+}

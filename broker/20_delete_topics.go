@@ -1,0 +1,78 @@
+package broker
+
+// DeleteTopics (key 20), versions 1-6.
+//
+// Deletes topics named, or from v6 given by id: one RemoveTopic record each in the metadata log,
+// after which the partitions' logs are closed and their directories removed (a directory left by
+// a crash in between is removed when a topic of the same name is created again). Internal topics
+// cannot be deleted.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/broker/meta"
+)
+
+var deleteTopicsAPI = &api{key: kmsg.DeleteTopics, minVersion: 1, maxVersion: 6, handle: handleDeleteTopics}
+
+func handleDeleteTopics(b *Broker, rc *reqCtx, r kmsg.Request) {
+	req := r.(*kmsg.DeleteTopicsRequest)
+	resp := kmsg.NewPtrDeleteTopicsResponse()
+	type target struct {
+		name *string
+		id   meta.UUID
+	}
+	var targets []target
+	if req.Version >= 6 {
+		for _, t := range req.Topics {
+			targets = append(targets, target{name: t.Topic, id: t.TopicID})
+		}
+	} else {
+		for _, n := range req.TopicNames {
+			targets = append(targets, target{name: kmsg.StringPtr(n)})
+		}
+	}
+	b.controllerMu.Lock()
+	changed := false
+	for _, tg := range targets {
+		rt := kmsg.NewDeleteTopicsResponseTopic()
+		rt.Topic = tg.name
+		rt.TopicID = tg.id
+		im := b.meta.Image()
+		var topic *meta.Topic
+		if tg.name != nil {
+			topic = im.Topics[*tg.name]
+		} else {
+			topic = im.TopicsByID[tg.id]
+		}
+		switch {
+		case !b.cfg.DeleteTopicEnable:
+			rt.ErrorCode = kerr.TopicDeletionDisabled.Code
+		case topic == nil && tg.name == nil:
+			rt.ErrorCode = kerr.UnknownTopicID.Code
+		case topic == nil:
+			rt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		case isInternalTopic(topic.Name):
+			rt.ErrorCode = kerr.InvalidTopicException.Code
+			rt.ErrorMessage = kmsg.StringPtr("internal topics cannot be deleted")
+		default:
+			rt.Topic = kmsg.StringPtr(topic.Name)
+			rt.TopicID = topic.ID
+			if _, err := b.meta.Commit([]meta.Record{{Type: meta.TypeRemoveTopic, TopicID: topic.ID}}); err != nil {
+				rt.ErrorCode = kerr.UnknownServerError.Code
+				rt.ErrorMessage = kmsg.StringPtr(err.Error())
+			} else {
+				changed = true
+			}
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	if changed {
+		if err := b.syncPartitions(); err != nil {
+			b.logger.Error("close deleted partitions", "err", err)
+		}
+	}
+	b.controllerMu.Unlock()
+	rc.respond(resp)
+}

@@ -1,0 +1,75 @@
+package broker
+
+// InitProducerId (key 22), versions 0-5.
+//
+// For idempotent producers (no transactional id) hands out a new producer id with epoch 0, as
+// Kafka does, including when the request carries an existing id and epoch (KIP-360): the old
+// id's state is then simply never used again. Ids come from blocks of producerIDBlockSize
+// reserved in the metadata log, so ids never repeat across restarts. A transactional id needs the
+// transaction coordinator, which is not built yet: such requests get UNSUPPORTED_VERSION, which
+// every client reports as fatal at once instead of retrying against a coordinator that never
+// appears.
+
+import (
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/broker/meta"
+)
+
+var initProducerIDAPI = &api{key: kmsg.InitProducerID, minVersion: 0, maxVersion: 5, handle: handleInitProducerID}
+
+// producerIDBlockSize is how many producer ids one metadata record reserves, as KRaft's
+// ProducerIdsRecord blocks of 1000.
+const producerIDBlockSize = 1000
+
+// producerIDAllocator hands out producer ids from blocks reserved in the metadata log.
+type producerIDAllocator struct {
+	b    *Broker
+	mu   sync.Mutex
+	next int64 // next id to hand out
+	end  int64 // end of the current block (exclusive)
+}
+
+// allocate returns a new producer id, reserving a new block when the current one is used up.
+func (a *producerIDAllocator) allocate() (int64, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.next >= a.end {
+		a.b.controllerMu.Lock()
+		start := a.b.meta.Image().NextProducerID
+		_, err := a.b.meta.Commit([]meta.Record{{Type: meta.TypeProducerIDs, NextProducerID: start + producerIDBlockSize}})
+		a.b.controllerMu.Unlock()
+		if err != nil {
+			return -1, err
+		}
+		a.next, a.end = start, start+producerIDBlockSize
+	}
+	id := a.next
+	a.next++
+	return id, nil
+}
+
+func handleInitProducerID(b *Broker, rc *reqCtx, r kmsg.Request) {
+	req := r.(*kmsg.InitProducerIDRequest)
+	resp := kmsg.NewPtrInitProducerIDResponse()
+	resp.ProducerID = -1
+	resp.ProducerEpoch = -1
+	if req.TransactionalID != nil {
+		resp.ErrorCode = kerr.UnsupportedVersion.Code
+		rc.respond(resp)
+		return
+	}
+	id, err := b.producerIDs.allocate()
+	if err != nil {
+		b.logger.Error("allocate producer id", "err", err)
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		rc.respond(resp)
+		return
+	}
+	resp.ProducerID = id
+	resp.ProducerEpoch = 0
+	rc.respond(resp)
+}

@@ -1,0 +1,87 @@
+package broker
+
+// CreatePartitions (key 37), versions 0-3.
+//
+// Raises a topic's partition count; the new partitions are placed on the registered brokers or
+// where the request's assignment says. A count not above the current one is INVALID_PARTITIONS,
+// as in Kafka. validate_only checks without committing.
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/broker/meta"
+)
+
+var createPartitionsAPI = &api{key: kmsg.CreatePartitions, minVersion: 0, maxVersion: 3, handle: handleCreatePartitions}
+
+func handleCreatePartitions(b *Broker, rc *reqCtx, r kmsg.Request) {
+	req := r.(*kmsg.CreatePartitionsRequest)
+	resp := kmsg.NewPtrCreatePartitionsResponse()
+	b.controllerMu.Lock()
+	changed := false
+	seen := map[string]int{}
+	for _, t := range req.Topics {
+		seen[t.Topic]++
+	}
+	for _, t := range req.Topics {
+		rt := kmsg.NewCreatePartitionsResponseTopic()
+		rt.Topic = t.Topic
+		code, msg, recs := b.planPartitions(b.meta.Image(), t, seen[t.Topic] > 1)
+		if code == nil && !req.ValidateOnly {
+			if _, err := b.meta.Commit(recs); err != nil {
+				code, msg = kerr.UnknownServerError, err.Error()
+			} else {
+				changed = true
+			}
+		}
+		if code != nil {
+			rt.ErrorCode = code.Code
+			rt.ErrorMessage = kmsg.StringPtr(msg)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	if changed {
+		if err := b.syncPartitions(); err != nil {
+			b.logger.Error("open new partitions", "err", err)
+		}
+	}
+	b.controllerMu.Unlock()
+	rc.respond(resp)
+}
+
+// planPartitions validates one CreatePartitions topic and returns the records that add them.
+func (b *Broker) planPartitions(im *meta.Image, t kmsg.CreatePartitionsRequestTopic, duplicate bool) (*kerr.Error, string, []meta.Record) {
+	if duplicate {
+		return kerr.InvalidRequest, "Duplicate topic in request.", nil
+	}
+	topic := im.Topics[t.Topic]
+	if topic == nil {
+		return kerr.UnknownTopicOrPartition, "The topic '" + t.Topic + "' does not exist.", nil
+	}
+	cur := int32(len(topic.Partitions))
+	if t.Count < cur {
+		return kerr.InvalidPartitions, fmt.Sprintf("Topic currently has %d partitions, which is higher than the requested %d.", cur, t.Count), nil
+	}
+	if t.Count == cur {
+		return kerr.InvalidPartitions, fmt.Sprintf("Topic already has %d partitions.", cur), nil
+	}
+	add := t.Count - cur
+	if t.Assignment != nil && int32(len(t.Assignment)) != add {
+		return kerr.InvalidReplicaAssignment, fmt.Sprintf("Increasing the number of partitions by %d but %d assignments provided.", add, len(t.Assignment)), nil
+	}
+	var recs []meta.Record
+	for i := int32(0); i < add; i++ {
+		reps := []int32{b.cfg.NodeID}
+		if t.Assignment != nil {
+			reps = t.Assignment[i].Replicas
+			if msg := b.checkReplicas(im, reps); msg != "" {
+				return kerr.InvalidReplicaAssignment, msg, nil
+			}
+		}
+		recs = append(recs, meta.Record{Type: meta.TypePartition, TopicID: topic.ID, Partition: cur + i, Replicas: reps, ISR: reps, Leader: reps[0]})
+	}
+	return nil, "", recs
+}

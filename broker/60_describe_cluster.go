@@ -1,0 +1,43 @@
+package broker
+
+// DescribeCluster (key 60), versions 0-2.
+//
+// The registered brokers, the cluster id and the controller (this node on a single node). Only
+// the broker endpoint type (1) is served; v2's fenced flag is always false until brokers
+// heartbeat to a quorum.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+var describeClusterAPI = &api{key: kmsg.DescribeCluster, minVersion: 0, maxVersion: 2, inline: true, handle: handleDescribeCluster}
+
+// clusterAllOperations is the authorized-operations bit set for the cluster with every operation
+// allowed: CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, ALTER,
+// DESCRIBE.
+const clusterAllOperations = 1<<4 | 1<<7 | 1<<8 | 1<<9 | 1<<10 | 1<<11 | 1<<12
+
+func handleDescribeCluster(b *Broker, rc *reqCtx, r kmsg.Request) {
+	req := r.(*kmsg.DescribeClusterRequest)
+	resp := kmsg.NewPtrDescribeClusterResponse()
+	im := b.meta.Image()
+	if req.Version >= 1 && req.EndpointType != 1 {
+		resp.ErrorCode = kerr.UnsupportedEndpointType.Code
+		resp.ErrorMessage = kmsg.StringPtr("ringbroker serves only broker endpoints (type 1)")
+		rc.respond(resp)
+		return
+	}
+	resp.EndpointType = 1
+	resp.ClusterID = im.ClusterID
+	resp.ControllerID = b.cfg.NodeID
+	if req.IncludeClusterAuthorizedOperations {
+		resp.ClusterAuthorizedOperations = clusterAllOperations
+	}
+	for _, mb := range b.metadataBrokers(im) {
+		db := kmsg.NewDescribeClusterResponseBroker()
+		db.NodeID, db.Host, db.Port, db.Rack = mb.NodeID, mb.Host, mb.Port, mb.Rack
+		resp.Brokers = append(resp.Brokers, db)
+	}
+	rc.respond(resp)
+}

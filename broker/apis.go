@@ -1,0 +1,92 @@
+package broker
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/wire"
+)
+
+// api is one Kafka API this broker serves: the versions it implements and its handler. The
+// ApiVersions response is built from this table, so what is advertised is what is implemented.
+type api struct {
+	key        kmsg.Key
+	minVersion int16
+	maxVersion int16
+	// advertiseFromZero lists the API from version 0 in ApiVersions although versions below
+	// minVersion are refused (Produce, see 00_produce.go).
+	advertiseFromZero bool
+	// inline handlers run on the connection's ring goroutine and finish with the request frame
+	// before they return (they may still respond later); the others run on their own goroutine
+	// with a private copy of the request, because they block (metadata commits, fsync).
+	inline bool
+	// copyRequest decodes an inline request into memory of its own (kmsg's ReadFrom), for
+	// handlers that keep the request after returning (a parked Fetch).
+	copyRequest bool
+	// handle must eventually complete rc exactly once (respond, respondBuffers, noResponse or
+	// closeConn).
+	handle func(b *Broker, rc *reqCtx, req kmsg.Request)
+}
+
+// servedAPIs lists every API, in key order; each entry is defined in the file named by its key.
+func servedAPIs() []*api {
+	return []*api{
+		produceAPI,
+		fetchAPI,
+		listOffsetsAPI,
+		metadataAPI,
+		apiVersionsAPI,
+		createTopicsAPI,
+		deleteTopicsAPI,
+		initProducerIDAPI,
+		offsetForLeaderEpochAPI,
+		describeConfigsAPI,
+		createPartitionsAPI,
+		incrementalAlterConfigsAPI,
+		describeClusterAPI,
+		describeTopicPartitionsAPI,
+	}
+}
+
+// apiTable indexes servedAPIs by key.
+type apiTable [apiKeyLimit]*api
+
+// apiKeyLimit bounds the API keys the table can hold; Kafka's keys are below 100.
+const apiKeyLimit = 128
+
+func newAPITable() *apiTable {
+	var t apiTable
+	for _, a := range servedAPIs() {
+		t[a.key] = a
+	}
+	return &t
+}
+
+// lookupAPI returns the API for key, or nil when it is not served.
+func (b *Broker) lookupAPI(key int16) *api {
+	if key < 0 || int(key) >= len(b.apis) {
+		return nil
+	}
+	return b.apis[key]
+}
+
+// apiVersionKeys is the ApiVersions key list built from the table.
+func (b *Broker) apiVersionKeys() []kmsg.ApiVersionsResponseApiKey {
+	var keys []kmsg.ApiVersionsResponseApiKey
+	for _, a := range b.apis {
+		if a == nil {
+			continue
+		}
+		min := a.minVersion
+		if a.advertiseFromZero {
+			min = 0
+		}
+		keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: a.key.Int16(), MinVersion: min, MaxVersion: a.maxVersion})
+	}
+	return keys
+}
+
+// apiVersionsUnsupported is the framed answer to an ApiVersions request of a version we do not
+// serve: UNSUPPORTED_VERSION in a v0 body with the full key list, never a closed connection.
+func (b *Broker) apiVersionsUnsupported(correlationID int32) []byte {
+	return wire.AppendAPIVersionsUnsupported(nil, correlationID, b.apiVersionKeys()...)
+}

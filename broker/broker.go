@@ -1,0 +1,245 @@
+// Package broker assembles ringbroker: configuration, the metadata image, the partitions and
+// their logs, the connection handling over ring/, and one file per Kafka API (named by key, like
+// 00_produce.go) that registers the versions it serves in apis.go.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"ringbroker/broker/meta"
+	"ringbroker/ring"
+)
+
+// metadataDirName is where the metadata log lives inside the first log dir, as KRaft's
+// __cluster_metadata-0.
+const metadataDirName = "__cluster_metadata-0"
+
+// Broker is one ringbroker node: on a single node both broker and controller.
+type Broker struct {
+	cfg    Config
+	logger *slog.Logger
+	meta   *meta.Log
+	apis   *apiTable
+
+	// controllerMu serialises controller decisions (validate, then commit) so two CreateTopics
+	// cannot both pass validation for the same name.
+	controllerMu sync.Mutex
+
+	// parts is the current partition table, replaced whole when the image changes.
+	parts   atomic.Pointer[partitionTable]
+	partsMu sync.Mutex // serialises syncPartitions
+
+	producerIDs producerIDAllocator
+
+	servers    []*ring.Server
+	metrics    *brokerMetrics
+	metricsSrv *http.Server
+	metricsLn  net.Listener
+
+	closing atomic.Bool
+}
+
+// New opens the metadata log and every partition's log in cfg.LogDirs, recovering what an
+// unclean shutdown left, but does not listen yet.
+func New(cfg Config, logger *slog.Logger) (*Broker, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if len(cfg.LogDirs) == 0 || len(cfg.Listeners) == 0 {
+		return nil, errors.New("config needs log.dirs and listeners")
+	}
+	if len(cfg.AdvertisedListeners) == 0 {
+		cfg.AdvertisedListeners = cfg.Listeners
+	}
+	b := &Broker{cfg: cfg, logger: logger, metrics: newBrokerMetrics(), apis: newAPITable()}
+	for _, d := range cfg.LogDirs {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("create log dir %s: %w", d, err)
+		}
+	}
+	clusterID, err := ensureMetaProperties(cfg.LogDirs[0], cfg.NodeID, cfg.ClusterID)
+	if err != nil {
+		return nil, err
+	}
+	ml, err := meta.OpenLog(filepath.Join(cfg.LogDirs[0], metadataDirName), clusterID, logger)
+	if err != nil {
+		return nil, err
+	}
+	b.meta = ml
+	b.producerIDs.b = b
+	b.parts.Store(&partitionTable{byName: map[string][]*partition{}, byID: map[meta.UUID][]*partition{}})
+	if err := b.syncPartitions(); err != nil {
+		ml.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// Start opens the listeners and the metrics endpoint, and registers this broker in the metadata
+// log with its advertised address.
+func (b *Broker) Start() error {
+	for i, l := range b.cfg.Listeners {
+		backend, err := ring.ParseBackend(b.cfg.IO)
+		if err != nil {
+			return err
+		}
+		srv, err := ring.Listen(ring.Config{
+			Addr:            l.Addr(),
+			Backend:         backend,
+			Rings:           b.cfg.Rings,
+			PinCPUs:         true,
+			SendZCThreshold: b.cfg.SendZCThreshold,
+			Logger:          b.logger,
+		}, &connHandler{b: b})
+		if err != nil {
+			b.stopServers(context.Background())
+			return fmt.Errorf("listen %s: %w", l, err)
+		}
+		b.servers = append(b.servers, srv)
+		if l.Port == 0 {
+			// Port 0 picked a port; advertise the one actually bound.
+			_, p, _ := net.SplitHostPort(srv.Addr().String())
+			port, _ := strconv.Atoi(p)
+			b.cfg.Listeners[i].Port = port
+			if i < len(b.cfg.AdvertisedListeners) && b.cfg.AdvertisedListeners[i].Port == 0 {
+				b.cfg.AdvertisedListeners[i].Port = port
+			}
+		}
+		b.metrics.setBackend(string(srv.Backend()))
+		b.logger.Info("listening", "listener", b.cfg.Listeners[i].String(), "io", srv.Backend())
+	}
+	if err := b.registerSelf(); err != nil {
+		b.stopServers(context.Background())
+		return err
+	}
+	if b.cfg.MetricsListen != "" {
+		ln, err := net.Listen("tcp", b.cfg.MetricsListen)
+		if err != nil {
+			b.stopServers(context.Background())
+			return fmt.Errorf("metrics listen %s: %w", b.cfg.MetricsListen, err)
+		}
+		b.metricsLn = ln
+		b.metricsSrv = &http.Server{Handler: b.metrics.handler(b), ReadHeaderTimeout: 5 * time.Second}
+		go b.metricsSrv.Serve(ln)
+		b.logger.Info("metrics", "addr", ln.Addr().String())
+	}
+	return nil
+}
+
+// Addr is the bound address of the first listener.
+func (b *Broker) Addr() net.Addr { return b.servers[0].Addr() }
+
+// Backend is the I/O backend the first listener runs on.
+func (b *Broker) Backend() ring.Backend { return b.servers[0].Backend() }
+
+func (b *Broker) advertised() Listener {
+	l := b.cfg.AdvertisedListeners[0]
+	if l.Host == "" || l.Host == "0.0.0.0" || l.Host == "::" {
+		if h, err := os.Hostname(); err == nil {
+			l.Host = h
+		}
+	}
+	return l
+}
+
+// registerSelf records this broker's advertised endpoint in the metadata log when it changed.
+func (b *Broker) registerSelf() error {
+	adv := b.advertised()
+	cur, ok := b.meta.Image().Brokers[b.cfg.NodeID]
+	if ok && cur.Host == adv.Host && int(cur.Port) == adv.Port {
+		return nil
+	}
+	_, err := b.meta.Commit([]meta.Record{{Type: meta.TypeBroker, NodeID: b.cfg.NodeID, Host: adv.Host, Port: int32(adv.Port)}})
+	if err != nil {
+		return fmt.Errorf("register broker %d: %w", b.cfg.NodeID, err)
+	}
+	return nil
+}
+
+func (b *Broker) stopServers(ctx context.Context) {
+	for _, s := range b.servers {
+		if err := s.Shutdown(ctx); err != nil {
+			b.logger.Warn("listener shutdown", "err", err)
+		}
+	}
+}
+
+// Shutdown is a clean stop: stop accepting, finish in-flight requests, flush and close every
+// log (writing the clean-shutdown markers), close the metadata log.
+func (b *Broker) Shutdown(ctx context.Context) error {
+	if !b.closing.CompareAndSwap(false, true) {
+		return nil
+	}
+	b.stopServers(ctx)
+	if b.metricsSrv != nil {
+		b.metricsSrv.Shutdown(ctx)
+	}
+	var errs []error
+	for _, ps := range b.parts.Load().byName {
+		for _, p := range ps {
+			p.wakeWaiters()
+			if err := p.log.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close %s-%d: %w", p.topic, p.index, err))
+			}
+		}
+	}
+	if err := b.meta.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// ensureMetaProperties reads or writes Kafka's meta.properties in dir (the storage format step,
+// done by itself on a single node) and returns the cluster id.
+func ensureMetaProperties(dir string, nodeID int32, want string) (string, error) {
+	path := filepath.Join(dir, "meta.properties")
+	data, err := os.ReadFile(path)
+	if err == nil {
+		props := map[string]string{}
+		for _, line := range strings.Split(string(data), "\n") {
+			if k, v, ok := cutProperty(strings.TrimSpace(line)); ok && !strings.HasPrefix(line, "#") {
+				props[k] = v
+			}
+		}
+		if id := props["node.id"]; id != strconv.Itoa(int(nodeID)) {
+			return "", fmt.Errorf("%s belongs to node.id %s, not %d", path, id, nodeID)
+		}
+		cid := props["cluster.id"]
+		if want != "" && cid != want {
+			return "", fmt.Errorf("%s has cluster.id %s, config says %s", path, cid, want)
+		}
+		if cid == "" {
+			return "", fmt.Errorf("%s has no cluster.id", path)
+		}
+		return cid, nil
+	}
+	if !os.IsNotExist(err) {
+		return "", fmt.Errorf("read %s: %w", path, err)
+	}
+	cid := want
+	if cid == "" {
+		cid = meta.NewUUID().String()
+	}
+	content := fmt.Sprintf("#\n#%s\nnode.id=%d\nversion=1\ncluster.id=%s\ndirectory.id=%s\n",
+		time.Now().UTC().Format(time.RFC1123), nodeID, cid, meta.NewUUID())
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		return "", fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("rename %s: %w", tmp, err)
+	}
+	return cid, nil
+}

@@ -1,0 +1,220 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// backends are the I/O backends every broker test runs on.
+var backends = []string{"netpoll", "uring"}
+
+// startBroker runs an in-process broker on a free loopback port with its data in a temp dir.
+func startBroker(t *testing.T, io string, dir string, overrides ...string) *Broker {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Listeners = []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 0}}
+	cfg.LogDirs = []string{dir}
+	cfg.MetricsListen = ""
+	cfg.IO = io
+	cfg.Rings = 2
+	for _, o := range overrides {
+		if err := cfg.Override(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	b, err := New(cfg, logger)
+	if err != nil {
+		t.Fatalf("new broker: %v", err)
+	}
+	if err := b.Start(); err != nil {
+		b.Shutdown(context.Background())
+		t.Fatalf("start broker: %v", err)
+	}
+	t.Cleanup(func() { b.Shutdown(context.Background()) })
+	return b
+}
+
+func newClient(t *testing.T, b *Broker, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	opts = append([]kgo.Opt{kgo.SeedBrokers(b.Addr().String()), kgo.RequestRetries(3)}, opts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func forBackends(t *testing.T, fn func(t *testing.T, io string)) {
+	for _, io := range backends {
+		t.Run(io, func(t *testing.T) { fn(t, io) })
+	}
+}
+
+func TestProduceFetchRoundTrip(t *testing.T) {
+	forBackends(t, func(t *testing.T, io string) {
+		b := startBroker(t, io, t.TempDir())
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		adm := kadm.NewClient(newClient(t, b))
+		if _, err := adm.CreateTopic(ctx, 4, 1, nil, "rt"); err != nil {
+			t.Fatal(err)
+		}
+		cl := newClient(t, b, kgo.DefaultProduceTopic("rt"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+		const n = 2000
+		for i := 0; i < n; i++ {
+			cl.Produce(ctx, &kgo.Record{Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprintf("value-%d", i)),
+				Headers: []kgo.RecordHeader{{Key: "h", Value: []byte{byte(i)}}}}, func(_ *kgo.Record, err error) {
+				if err != nil {
+					t.Errorf("produce: %v", err)
+				}
+			})
+		}
+		if err := cl.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		consumer := newClient(t, b, kgo.ConsumeTopics("rt"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		seen := map[string]bool{}
+		lastOffset := map[int32]int64{}
+		for len(seen) < n {
+			fs := consumer.PollFetches(ctx)
+			if err := fs.Err0(); err != nil {
+				t.Fatalf("poll: %v", err)
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				k := string(r.Key)
+				if seen[k] {
+					t.Errorf("duplicate key %s", k)
+				}
+				seen[k] = true
+				if string(r.Value) != "value-"+k || len(r.Headers) != 1 {
+					t.Errorf("record %s: value %q headers %v", k, r.Value, r.Headers)
+				}
+				if last, ok := lastOffset[r.Partition]; ok && r.Offset != last+1 {
+					t.Errorf("partition %d: offset %d after %d", r.Partition, r.Offset, last)
+				}
+				lastOffset[r.Partition] = r.Offset
+			})
+		}
+		offs, err := adm.ListEndOffsets(ctx, "rt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var total int64
+		offs.Each(func(o kadm.ListedOffset) { total += o.Offset })
+		if total != n {
+			t.Fatalf("end offsets sum %d, want %d", total, n)
+		}
+	})
+}
+
+func TestCreateTopicErrors(t *testing.T) {
+	b := startBroker(t, "netpoll", t.TempDir())
+	ctx := context.Background()
+	cl := newClient(t, b)
+	req := kmsg.NewPtrCreateTopicsRequest()
+	for _, tc := range []struct {
+		name       string
+		partitions int32
+		rf         int16
+		configs    map[string]string
+		want       *kerr.Error
+	}{
+		{"ok", 3, 1, nil, nil},
+		{"bad/name", 1, 1, nil, kerr.InvalidTopicException},
+		{"zero", 0, 1, nil, kerr.InvalidPartitions},
+		{"rf3", 1, 3, nil, kerr.InvalidReplicationFactor},
+		{"badcfg", 1, 1, map[string]string{"retention.ms": "abc"}, kerr.InvalidConfig},
+		{"unknowncfg", 1, 1, map[string]string{"no.such": "1"}, kerr.InvalidConfig},
+	} {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = tc.name, tc.partitions, tc.rf
+		for k, v := range tc.configs {
+			c := kmsg.NewCreateTopicsRequestTopicConfig()
+			c.Name, c.Value = k, kmsg.StringPtr(v)
+			rt.Configs = append(rt.Configs, c)
+		}
+		req.Topics = []kmsg.CreateTopicsRequestTopic{rt}
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := kerr.ErrorForCode(resp.Topics[0].ErrorCode); got != errOrNil(tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	// Creating it again is TOPIC_ALREADY_EXISTS.
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "ok", 1, 1
+	req.Topics = []kmsg.CreateTopicsRequestTopic{rt}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Topics[0].ErrorCode != kerr.TopicAlreadyExists.Code {
+		t.Fatalf("recreate: code %d", resp.Topics[0].ErrorCode)
+	}
+}
+
+func errOrNil(e *kerr.Error) error {
+	if e == nil {
+		return nil
+	}
+	return e
+}
+
+func TestTopicsSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	b := startBroker(t, "netpoll", dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(newClient(t, b))
+	if _, err := adm.CreateTopic(ctx, 2, 1, map[string]*string{"retention.ms": kmsg.StringPtr("123456")}, "keep"); err != nil {
+		t.Fatal(err)
+	}
+	cl := newClient(t, b, kgo.DefaultProduceTopic("keep"))
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("a")}, &kgo.Record{Value: []byte("b")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b2 := startBroker(t, "netpoll", dir)
+	adm2 := kadm.NewClient(newClient(t, b2))
+	rcs, err := adm2.DescribeTopicConfigs(ctx, "keep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rcs.On("keep", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, c := range rc.Configs {
+		if c.Key == "retention.ms" && c.MaybeValue() == "123456" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("retention.ms override lost: %+v", rc.Configs)
+	}
+	offs, err := adm2.ListEndOffsets(ctx, "keep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	offs.Each(func(o kadm.ListedOffset) { total += o.Offset })
+	if total != 2 {
+		t.Fatalf("after restart end offsets sum %d, want 2", total)
+	}
+}

@@ -1,0 +1,169 @@
+package meta
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Image is an immutable snapshot of cluster metadata. Apply returns a new image; an image once
+// published is never modified, so request handlers read it without locks.
+type Image struct {
+	// Offset is the metadata log offset of the last record applied.
+	Offset int64
+	// ClusterID identifies the cluster (Kafka's base64 form).
+	ClusterID string
+	// Brokers by node id.
+	Brokers map[int32]Broker
+	// Topics by name, and the same topics by id.
+	Topics     map[string]*Topic
+	TopicsByID map[UUID]*Topic
+	// NextProducerID is the first producer id not yet handed out in a block.
+	NextProducerID int64
+}
+
+// Broker is a registered broker.
+type Broker struct {
+	NodeID int32
+	Host   string
+	Port   int32
+	Rack   string
+}
+
+// Topic is a topic and its partitions. Partitions[i].Index == i.
+type Topic struct {
+	Name       string
+	ID         UUID
+	Partitions []Partition
+	// Configs holds the topic-level overrides only; defaults live in the broker config.
+	Configs map[string]string
+}
+
+// Partition is the placement and leadership of one partition.
+type Partition struct {
+	Index       int32
+	Leader      int32
+	LeaderEpoch int32
+	Replicas    []int32
+	ISR         []int32
+}
+
+// EmptyImage is the image before any record is applied.
+func EmptyImage(clusterID string) *Image {
+	return &Image{
+		Offset:     -1,
+		ClusterID:  clusterID,
+		Brokers:    map[int32]Broker{},
+		Topics:     map[string]*Topic{},
+		TopicsByID: map[UUID]*Topic{},
+	}
+}
+
+// SortedTopicNames returns the topic names in order, for stable responses.
+func (im *Image) SortedTopicNames() []string {
+	names := make([]string, 0, len(im.Topics))
+	for n := range im.Topics {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Apply returns the image after recs, committed at offset. im is not modified; topics that a
+// record touches are copied, the rest are shared.
+func (im *Image) Apply(offset int64, recs []Record) (*Image, error) {
+	next := &Image{
+		Offset:         offset,
+		ClusterID:      im.ClusterID,
+		Brokers:        im.Brokers,
+		Topics:         make(map[string]*Topic, len(im.Topics)),
+		TopicsByID:     make(map[UUID]*Topic, len(im.TopicsByID)),
+		NextProducerID: im.NextProducerID,
+	}
+	for n, t := range im.Topics {
+		next.Topics[n] = t
+		next.TopicsByID[t.ID] = t
+	}
+	copied := map[UUID]bool{}
+	mutable := func(id UUID) (*Topic, error) {
+		t, ok := next.TopicsByID[id]
+		if !ok {
+			return nil, fmt.Errorf("metadata record for unknown topic id %s", id)
+		}
+		if !copied[id] {
+			c := *t
+			c.Partitions = append([]Partition(nil), t.Partitions...)
+			c.Configs = make(map[string]string, len(t.Configs))
+			for k, v := range t.Configs {
+				c.Configs[k] = v
+			}
+			t = &c
+			next.Topics[t.Name] = t
+			next.TopicsByID[id] = t
+			copied[id] = true
+		}
+		return t, nil
+	}
+	brokersCopied := false
+	for i, r := range recs {
+		switch r.Type {
+		case TypeTopic:
+			if _, ok := next.Topics[r.TopicName]; ok {
+				return nil, fmt.Errorf("record %d: topic %q already exists", i, r.TopicName)
+			}
+			t := &Topic{Name: r.TopicName, ID: r.TopicID, Configs: map[string]string{}}
+			next.Topics[t.Name] = t
+			next.TopicsByID[t.ID] = t
+			copied[t.ID] = true
+		case TypePartition:
+			t, err := mutable(r.TopicID)
+			if err != nil {
+				return nil, fmt.Errorf("record %d: %w", i, err)
+			}
+			p := Partition{Index: r.Partition, Leader: r.Leader, LeaderEpoch: r.LeaderEpoch,
+				Replicas: append([]int32(nil), r.Replicas...), ISR: append([]int32(nil), r.ISR...)}
+			switch {
+			case int(r.Partition) == len(t.Partitions):
+				t.Partitions = append(t.Partitions, p)
+			case int(r.Partition) < len(t.Partitions):
+				t.Partitions[r.Partition] = p
+			default:
+				return nil, fmt.Errorf("record %d: partition %d of %q leaves a gap after %d partitions", i, r.Partition, t.Name, len(t.Partitions))
+			}
+		case TypeConfig:
+			t, err := mutable(r.TopicID)
+			if err != nil {
+				return nil, fmt.Errorf("record %d: %w", i, err)
+			}
+			if r.ConfigValue == nil {
+				delete(t.Configs, r.ConfigKey)
+			} else {
+				t.Configs[r.ConfigKey] = *r.ConfigValue
+			}
+		case TypeRemoveTopic:
+			t, ok := next.TopicsByID[r.TopicID]
+			if !ok {
+				return nil, fmt.Errorf("record %d: remove unknown topic id %s", i, r.TopicID)
+			}
+			delete(next.Topics, t.Name)
+			delete(next.TopicsByID, t.ID)
+		case TypeProducerIDs:
+			if r.NextProducerID <= next.NextProducerID {
+				return nil, fmt.Errorf("record %d: producer id block end %d does not advance past %d", i, r.NextProducerID, next.NextProducerID)
+			}
+			next.NextProducerID = r.NextProducerID
+		case TypeBroker:
+			if !brokersCopied {
+				b := make(map[int32]Broker, len(next.Brokers)+1)
+				for k, v := range next.Brokers {
+					b[k] = v
+				}
+				next.Brokers = b
+				brokersCopied = true
+			}
+			next.Brokers[r.NodeID] = Broker{NodeID: r.NodeID, Host: r.Host, Port: r.Port, Rack: r.Rack}
+		default:
+			return nil, fmt.Errorf("record %d: unknown metadata record type %q", i, r.Type)
+		}
+	}
+	return next, nil
+}

@@ -1,0 +1,94 @@
+package broker
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// brokerMetrics holds the Prometheus metrics of one broker in its own set (no global registry).
+type brokerMetrics struct {
+	set        *metrics.Set
+	requests   [apiKeyLimit]*metrics.Counter
+	latency    [apiKeyLimit]*metrics.Histogram
+	connsOpen  atomic.Int64
+	accepted   *metrics.Counter
+	bytesIn    *metrics.Counter
+	bytesOutC  *metrics.Counter
+	backend    atomic.Value // string
+	topicBytes *metrics.Set
+}
+
+func newBrokerMetrics() *brokerMetrics {
+	m := &brokerMetrics{set: metrics.NewSet(), topicBytes: metrics.NewSet()}
+	for k := int16(0); k < apiKeyLimit; k++ {
+		name := kmsg.NameForKey(k)
+		if name == "" || name == "Unknown" {
+			continue
+		}
+		m.requests[k] = m.set.NewCounter(fmt.Sprintf(`ringbroker_requests_total{api=%q}`, name))
+		m.latency[k] = m.set.NewHistogram(fmt.Sprintf(`ringbroker_request_duration_seconds{api=%q}`, name))
+	}
+	m.accepted = m.set.NewCounter("ringbroker_connections_accepted_total")
+	m.set.NewGauge("ringbroker_connections", func() float64 { return float64(m.connsOpen.Load()) })
+	m.bytesIn = m.set.NewCounter("ringbroker_bytes_in_total")
+	m.bytesOutC = m.set.NewCounter("ringbroker_bytes_out_total")
+	m.backend.Store("")
+	return m
+}
+
+func (m *brokerMetrics) observe(key int16, d time.Duration) {
+	if key < 0 || int(key) >= len(m.requests) || m.requests[key] == nil {
+		return
+	}
+	m.requests[key].Inc()
+	m.latency[key].Update(d.Seconds())
+}
+
+func (m *brokerMetrics) connOpened() { m.connsOpen.Add(1); m.accepted.Inc() }
+func (m *brokerMetrics) connClosed() { m.connsOpen.Add(-1) }
+func (m *brokerMetrics) bytesOut(n int) { m.bytesOutC.Add(n) }
+func (m *brokerMetrics) setBackend(b string) { m.backend.Store(b) }
+
+// topicBytesIn counts produced bytes per topic.
+func (m *brokerMetrics) topicBytesIn(topic string, n int) {
+	m.bytesIn.Add(n)
+	m.topicBytes.GetOrCreateCounter(fmt.Sprintf(`ringbroker_topic_bytes_in_total{topic=%q}`, topic)).Add(n)
+}
+
+// topicBytesOut counts fetched bytes per topic.
+func (m *brokerMetrics) topicBytesOut(topic string, n int) {
+	m.topicBytes.GetOrCreateCounter(fmt.Sprintf(`ringbroker_topic_bytes_out_total{topic=%q}`, topic)).Add(n)
+}
+
+// handler serves /metrics in the Prometheus text format.
+func (m *brokerMetrics) handler(b *Broker) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
+		m.set.WritePrometheus(w)
+		m.topicBytes.WritePrometheus(w)
+		writeRingMetrics(w, b)
+		metrics.WriteProcessMetrics(w)
+	})
+	return mux
+}
+
+// writeRingMetrics writes the I/O backend in use and the ring counters of every listener.
+func writeRingMetrics(w io.Writer, b *Broker) {
+	fmt.Fprintf(w, "ringbroker_io_backend{backend=%q} 1\n", b.metrics.backend.Load().(string))
+	for i, s := range b.servers {
+		st := s.Stats()
+		fmt.Fprintf(w, "ringbroker_ring_accepted_total{listener=\"%d\"} %d\n", i, st.Accepted)
+		fmt.Fprintf(w, "ringbroker_ring_bytes_in_total{listener=\"%d\"} %d\n", i, st.BytesIn)
+		fmt.Fprintf(w, "ringbroker_ring_bytes_out_total{listener=\"%d\"} %d\n", i, st.BytesOut)
+		fmt.Fprintf(w, "ringbroker_ring_sends_total{listener=\"%d\"} %d\n", i, st.Sends)
+		fmt.Fprintf(w, "ringbroker_ring_zc_sends_total{listener=\"%d\"} %d\n", i, st.ZCSends)
+		fmt.Fprintf(w, "ringbroker_ring_cqes_total{listener=\"%d\"} %d\n", i, st.CQEs)
+	}
+}
+

@@ -1,0 +1,183 @@
+package broker
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"ringbroker/broker/meta"
+	rlog "ringbroker/log"
+)
+
+// partitionTable maps topics to the partitions this broker leads. It is immutable once
+// published; syncPartitions builds a new one when the metadata image changes.
+type partitionTable struct {
+	imageOffset int64
+	byName      map[string][]*partition
+	byID        map[meta.UUID][]*partition
+}
+
+// partition is one partition led by this broker: its log and the fetches waiting on it.
+type partition struct {
+	topic   string
+	topicID meta.UUID
+	index   int32
+	log     *rlog.Log
+
+	// appendMu serialises the validate-and-append of Produce per partition, so that the high
+	// watermark and the waiter wake-ups see appends in offset order.
+	appendMu sync.Mutex
+
+	waitMu  sync.Mutex
+	waiters []*fetchWaiter // parked fetches to wake on the next append
+}
+
+// lookup returns the partition, or nil when this broker does not have it.
+func (t *partitionTable) lookup(topic string, index int32) *partition {
+	ps := t.byName[topic]
+	if index < 0 || int(index) >= len(ps) {
+		return nil
+	}
+	return ps[index]
+}
+
+// lookupID is lookup by topic id.
+func (t *partitionTable) lookupID(id meta.UUID, index int32) *partition {
+	ps := t.byID[id]
+	if index < 0 || int(index) >= len(ps) {
+		return nil
+	}
+	return ps[index]
+}
+
+// addWaiter parks w until the next append to p.
+func (p *partition) addWaiter(w *fetchWaiter) {
+	p.waitMu.Lock()
+	p.waiters = append(p.waiters, w)
+	p.waitMu.Unlock()
+}
+
+// wakeWaiters fires every fetch parked on p.
+func (p *partition) wakeWaiters() {
+	p.waitMu.Lock()
+	ws := p.waiters
+	p.waiters = nil
+	p.waitMu.Unlock()
+	for _, w := range ws {
+		w.wake()
+	}
+}
+
+// partitionDir is Kafka's directory name for a partition.
+func partitionDir(logDir, topic string, index int32) string {
+	return filepath.Join(logDir, topic+"-"+strconv.Itoa(int(index)))
+}
+
+// logConfigFor builds the log configuration of a topic from the broker defaults and the topic's
+// overrides.
+func (b *Broker) logConfigFor(t *meta.Topic) rlog.Config {
+	c := rlog.DefaultConfig()
+	get := func(name string) string {
+		v, _ := b.cfg.effectiveTopicConfig(t.Configs, name)
+		return v
+	}
+	num := func(name string) int64 {
+		n, _ := strconv.ParseInt(get(name), 10, 64)
+		return n
+	}
+	c.SegmentBytes = num("segment.bytes")
+	c.SegmentMs = time.Duration(num("segment.ms")) * time.Millisecond
+	c.IndexIntervalBytes = int(num("index.interval.bytes"))
+	c.MaxIndexBytes = int(num("segment.index.bytes"))
+	c.FlushMessages = num("flush.messages")
+	if ms := num("flush.ms"); ms > 0 && ms < 1<<53 {
+		c.FlushInterval = time.Duration(ms) * time.Millisecond
+	}
+	c.RetentionMs = num("retention.ms")
+	c.RetentionBytes = num("retention.bytes")
+	return c
+}
+
+// syncPartitions makes the open logs match the current metadata image: it opens logs of new
+// partitions led here and closes and deletes logs of removed topics, then publishes a new table.
+func (b *Broker) syncPartitions() error {
+	b.partsMu.Lock()
+	defer b.partsMu.Unlock()
+	im := b.meta.Image()
+	old := b.parts.Load()
+	next := &partitionTable{imageOffset: im.Offset, byName: map[string][]*partition{}, byID: map[meta.UUID][]*partition{}}
+	dir := b.cfg.LogDirs[0]
+	for _, name := range im.SortedTopicNames() {
+		t := im.Topics[name]
+		prev := old.byID[t.ID]
+		ps := make([]*partition, len(t.Partitions))
+		for i, pm := range t.Partitions {
+			if i < len(prev) && prev[i] != nil {
+				ps[i] = prev[i]
+				continue
+			}
+			if pm.Leader != b.cfg.NodeID {
+				continue
+			}
+			p, err := b.openPartition(dir, t, int32(i))
+			if err != nil {
+				return err
+			}
+			ps[i] = p
+		}
+		next.byName[name] = ps
+		next.byID[t.ID] = ps
+	}
+	b.parts.Store(next)
+	for id, ps := range old.byID {
+		if _, ok := next.byID[id]; ok {
+			continue
+		}
+		for _, p := range ps {
+			if p == nil {
+				continue
+			}
+			p.wakeWaiters()
+			if err := p.log.Delete(); err != nil {
+				b.logger.Warn("delete partition log", "topic", p.topic, "partition", p.index, "err", err)
+			}
+		}
+	}
+	return nil
+}
+
+// openPartition opens the log of one partition. A directory left by an earlier topic of the same
+// name (a different topic id, for example after a crash during deletion) is removed first.
+func (b *Broker) openPartition(logDir string, t *meta.Topic, index int32) (*partition, error) {
+	dir := partitionDir(logDir, t.Name, index)
+	if id, ok := readPartitionTopicID(dir); ok && id != t.ID {
+		b.logger.Warn("removing stale partition dir of an earlier topic", "dir", dir, "stale_topic_id", id, "topic_id", t.ID)
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, fmt.Errorf("remove stale partition dir %s: %w", dir, err)
+		}
+	}
+	l, err := rlog.Open(dir, b.logConfigFor(t), rlog.Options{TopicID: t.ID, Topic: t.Name, Partition: index, Logger: b.logger})
+	if err != nil {
+		return nil, fmt.Errorf("open partition %s-%d: %w", t.Name, index, err)
+	}
+	return &partition{topic: t.Name, topicID: t.ID, index: index, log: l}, nil
+}
+
+// readPartitionTopicID reads the topic id from Kafka's partition.metadata file.
+func readPartitionTopicID(dir string) (meta.UUID, bool) {
+	data, err := os.ReadFile(filepath.Join(dir, "partition.metadata"))
+	if err != nil {
+		return meta.UUID{}, false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "topic_id" {
+			id, err := meta.ParseUUID(strings.TrimSpace(v))
+			return id, err == nil
+		}
+	}
+	return meta.UUID{}, false
+}

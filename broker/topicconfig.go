@@ -1,0 +1,143 @@
+package broker
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// topicConfigKind is how a topic config value is checked.
+type topicConfigKind int8
+
+const (
+	kindLong topicConfigKind = iota
+	kindInt
+	kindBool
+	kindDouble
+	kindString
+	kindList
+)
+
+// topicConfigDef is one topic-level config: its Kafka name, the broker key that sets its default,
+// its type, and the allowed values where Kafka restricts them.
+type topicConfigDef struct {
+	name      string
+	brokerKey string
+	kind      topicConfigKind
+	min       int64
+	allowed   []string
+	dflt      func(c *Config) string
+}
+
+func constDefault(v string) func(*Config) string { return func(*Config) string { return v } }
+
+// topicConfigDefs lists the topic configs Kafka 4.x describes, with Kafka's defaults.
+var topicConfigDefs = []topicConfigDef{
+	{name: "cleanup.policy", brokerKey: "log.cleanup.policy", kind: kindList, allowed: []string{"delete", "compact"}, dflt: func(c *Config) string { return c.CleanupPolicy }},
+	{name: "compression.type", brokerKey: "compression.type", kind: kindString, allowed: []string{"uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"}, dflt: func(c *Config) string { return c.CompressionType }},
+	{name: "compression.gzip.level", brokerKey: "compression.gzip.level", kind: kindInt, min: -1, dflt: constDefault("-1")},
+	{name: "compression.lz4.level", brokerKey: "compression.lz4.level", kind: kindInt, min: 1, dflt: constDefault("9")},
+	{name: "compression.zstd.level", brokerKey: "compression.zstd.level", kind: kindInt, min: -131072, dflt: constDefault("3")},
+	{name: "delete.retention.ms", brokerKey: "log.cleaner.delete.retention.ms", kind: kindLong, dflt: constDefault("86400000")},
+	{name: "file.delete.delay.ms", brokerKey: "log.segment.delete.delay.ms", kind: kindLong, dflt: constDefault("60000")},
+	{name: "flush.messages", brokerKey: "log.flush.interval.messages", kind: kindLong, min: 1, dflt: func(c *Config) string { return strconv.FormatInt(c.FlushMessages, 10) }},
+	{name: "flush.ms", brokerKey: "log.flush.interval.ms", kind: kindLong, dflt: func(c *Config) string {
+		if c.FlushInterval == 0 {
+			return "9223372036854775807"
+		}
+		return strconv.FormatInt(c.FlushInterval.Milliseconds(), 10)
+	}},
+	{name: "index.interval.bytes", brokerKey: "log.index.interval.bytes", kind: kindInt, dflt: func(c *Config) string { return strconv.Itoa(c.IndexIntervalBytes) }},
+	{name: "local.retention.bytes", brokerKey: "log.local.retention.bytes", kind: kindLong, min: -2, dflt: constDefault("-2")},
+	{name: "local.retention.ms", brokerKey: "log.local.retention.ms", kind: kindLong, min: -2, dflt: constDefault("-2")},
+	{name: "max.compaction.lag.ms", brokerKey: "log.cleaner.max.compaction.lag.ms", kind: kindLong, min: 1, dflt: constDefault("9223372036854775807")},
+	{name: "max.message.bytes", brokerKey: "message.max.bytes", kind: kindInt, dflt: func(c *Config) string { return strconv.Itoa(int(c.MessageMaxBytes)) }},
+	{name: "message.timestamp.after.max.ms", brokerKey: "log.message.timestamp.after.max.ms", kind: kindLong, dflt: constDefault("3600000")},
+	{name: "message.timestamp.before.max.ms", brokerKey: "log.message.timestamp.before.max.ms", kind: kindLong, dflt: constDefault("9223372036854775807")},
+	{name: "message.timestamp.type", brokerKey: "log.message.timestamp.type", kind: kindString, allowed: []string{"CreateTime", "LogAppendTime"}, dflt: constDefault("CreateTime")},
+	{name: "min.cleanable.dirty.ratio", brokerKey: "log.cleaner.min.cleanable.ratio", kind: kindDouble, dflt: constDefault("0.5")},
+	{name: "min.compaction.lag.ms", brokerKey: "log.cleaner.min.compaction.lag.ms", kind: kindLong, dflt: constDefault("0")},
+	{name: "min.insync.replicas", brokerKey: "min.insync.replicas", kind: kindInt, min: 1, dflt: constDefault("1")},
+	{name: "preallocate", brokerKey: "log.preallocate", kind: kindBool, dflt: constDefault("false")},
+	{name: "remote.storage.enable", brokerKey: "", kind: kindBool, dflt: constDefault("false")},
+	{name: "retention.bytes", brokerKey: "log.retention.bytes", kind: kindLong, min: -1, dflt: func(c *Config) string { return strconv.FormatInt(c.RetentionBytes, 10) }},
+	{name: "retention.ms", brokerKey: "log.retention.ms", kind: kindLong, min: -1, dflt: func(c *Config) string { return strconv.FormatInt(c.RetentionMs, 10) }},
+	{name: "segment.bytes", brokerKey: "log.segment.bytes", kind: kindInt, min: 14, dflt: func(c *Config) string { return strconv.FormatInt(c.SegmentBytes, 10) }},
+	{name: "segment.index.bytes", brokerKey: "log.index.size.max.bytes", kind: kindInt, min: 4, dflt: func(c *Config) string { return strconv.Itoa(c.MaxIndexBytes) }},
+	{name: "segment.jitter.ms", brokerKey: "log.roll.jitter.ms", kind: kindLong, dflt: constDefault("0")},
+	{name: "segment.ms", brokerKey: "log.roll.ms", kind: kindLong, min: 1, dflt: func(c *Config) string { return strconv.FormatInt(c.SegmentMs.Milliseconds(), 10) }},
+	{name: "unclean.leader.election.enable", brokerKey: "unclean.leader.election.enable", kind: kindBool, dflt: constDefault("false")},
+}
+
+func lookupTopicConfig(name string) (topicConfigDef, bool) {
+	for _, d := range topicConfigDefs {
+		if d.name == name {
+			return d, true
+		}
+	}
+	return topicConfigDef{}, false
+}
+
+// validateTopicConfig checks one topic config as Kafka's LogConfig.validate does; the error text
+// goes to the client in the response's error message.
+func validateTopicConfig(name, val string) error {
+	d, ok := lookupTopicConfig(name)
+	if !ok {
+		return fmt.Errorf("unknown topic config name: %s", name)
+	}
+	switch d.kind {
+	case kindLong, kindInt:
+		bits := 64
+		if d.kind == kindInt {
+			bits = 32
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(val), 10, bits)
+		if err != nil {
+			return fmt.Errorf("invalid value %s for configuration %s: not a number", val, name)
+		}
+		if d.min != 0 && n < d.min {
+			return fmt.Errorf("invalid value %s for configuration %s: value must be at least %d", val, name, d.min)
+		}
+	case kindBool:
+		if v := strings.ToLower(strings.TrimSpace(val)); v != "true" && v != "false" {
+			return fmt.Errorf("invalid value %s for configuration %s: expected value to be either true or false", val, name)
+		}
+	case kindDouble:
+		if _, err := strconv.ParseFloat(strings.TrimSpace(val), 64); err != nil {
+			return fmt.Errorf("invalid value %s for configuration %s: not a number", val, name)
+		}
+	case kindString, kindList:
+		items := []string{val}
+		if d.kind == kindList {
+			items = splitList(val)
+		}
+		for _, it := range items {
+			if len(d.allowed) > 0 && !contains(d.allowed, strings.TrimSpace(it)) {
+				return fmt.Errorf("invalid value %s for configuration %s: string must be one of: %s", val, name, strings.Join(d.allowed, ", "))
+			}
+		}
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// effectiveTopicConfig returns a topic config's value: the topic override when set, else the
+// broker default.
+func (c *Config) effectiveTopicConfig(overrides map[string]string, name string) (string, bool) {
+	if v, ok := overrides[name]; ok {
+		return v, true
+	}
+	d, ok := lookupTopicConfig(name)
+	if !ok {
+		return "", false
+	}
+	return d.dflt(c), false
+}

@@ -1,0 +1,94 @@
+// Command ringbroker runs a Kafka-wire-compatible broker. With no arguments it is a single node
+// with data in ./data, clients on 127.0.0.1:9092 and metrics on 127.0.0.1:9644.
+//
+//	ringbroker [--config server.properties] [--override key=value ...] [--io auto|uring|netpoll]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"ringbroker/broker"
+)
+
+// overrides collects repeated --override flags.
+type overrides []string
+
+func (o *overrides) String() string     { return strings.Join(*o, ",") }
+func (o *overrides) Set(s string) error { *o = append(*o, s); return nil }
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "ringbroker:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("ringbroker", flag.ContinueOnError)
+	configPath := fs.String("config", "", "server.properties file (Kafka key names)")
+	io := fs.String("io", "", "I/O backend: auto, uring or netpoll (overrides io.backend)")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "how long a clean shutdown may take")
+	var ovs overrides
+	fs.Var(&ovs, "override", "key=value config override (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() == 1 && *configPath == "" {
+		// Kafka's scripts take the properties file as the sole argument.
+		*configPath = fs.Arg(0)
+	} else if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	cfg := broker.DefaultConfig()
+	if *configPath != "" {
+		if err := cfg.LoadProperties(*configPath); err != nil {
+			return err
+		}
+	}
+	for _, kv := range ovs {
+		if err := cfg.Override(kv); err != nil {
+			return err
+		}
+	}
+	if *io != "" {
+		cfg.IO = *io
+	}
+
+	b, err := broker.New(cfg, logger)
+	if err != nil {
+		return err
+	}
+	if err := b.Start(); err != nil {
+		b.Shutdown(context.Background())
+		return err
+	}
+	logger.Info("ringbroker started", "addr", b.Addr().String(), "io", b.Backend())
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	s := <-sig
+	logger.Info("shutting down", "signal", s.String())
+	ctx, cancel := context.WithTimeout(context.Background(), *shutdownTimeout)
+	defer cancel()
+	if err := b.Shutdown(ctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	logger.Info("clean shutdown complete")
+	return nil
+}

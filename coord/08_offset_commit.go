@@ -1,0 +1,191 @@
+package coord
+
+// OffsetCommit, versions 0-9.
+//
+// Members commit with their member id and generation, which must be current;
+// a request with generation -1 and no member id commits for a group that
+// does not use the coordinator for membership (a "simple" group), allowed
+// only while the group is Empty. Commits are answered after the offset
+// records are durable in __consumer_offsets. Commits in a Stable or
+// PreparingRebalance group also keep the member's session alive.
+//
+// Version notes: v1 has a per-partition commit timestamp; v2-v4 a retention
+// time (stored as an explicit expire timestamp); v6 adds leader epochs; v7
+// adds group.instance.id; v9 answers GROUP_ID_NOT_FOUND instead of
+// ILLEGAL_GENERATION for an unknown group. v10 (topic ids) is not served.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (s *shard) offsetCommit(p int32, req *kmsg.OffsetCommitRequest, respond func(kmsg.Response)) {
+	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	// codes points at every partition's error code in the response, in
+	// request order.
+	var codes []*int16
+	for _, rt := range req.Topics {
+		st := kmsg.NewOffsetCommitResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetCommitResponseTopicPartition()
+			sp.Partition = rp.Partition
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	for i := range resp.Topics {
+		for j := range resp.Topics[i].Partitions {
+			codes = append(codes, &resp.Topics[i].Partitions[j].ErrorCode)
+		}
+	}
+	// Unknown partitions fail alone, as Kafka's request handler filters them
+	// before the coordinator sees the request.
+	valid := make([]bool, len(codes))
+	k := 0
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			if exists := s.c.cfg.PartitionExists; exists != nil && !exists(rt.Topic, rp.Partition) {
+				*codes[k] = kerr.UnknownTopicOrPartition.Code
+			} else {
+				valid[k] = true
+			}
+			k++
+		}
+	}
+	failValid := func(e *kerr.Error) {
+		for i, c := range codes {
+			if valid[i] {
+				*c = e.Code
+			}
+		}
+		respond(resp)
+	}
+
+	part, errc := s.owned(p)
+	if errc != nil {
+		failValid(errc)
+		return
+	}
+	g := part.groups[req.Group]
+	if g == nil {
+		switch {
+		case req.Generation < 0:
+			g = newGroup(req.Group, p, s.nowMs())
+			g.subscribed = nil
+			part.groups[req.Group] = g
+		case req.Version >= 9:
+			failValid(kerr.GroupIDNotFound)
+			return
+		default:
+			failValid(kerr.IllegalGeneration)
+			return
+		}
+	}
+	if errc := validateCommit(g, req); errc != nil {
+		failValid(errc)
+		return
+	}
+	if g.is(stateStable) || g.is(statePreparingRebalance) {
+		if m := g.byID[req.MemberID]; m != nil {
+			s.rescheduleHeartbeat(g, m, m.sessionTimeout)
+		}
+	}
+
+	now := s.nowMs()
+	expire := int64(-1)
+	if req.Version >= 2 && req.Version <= 4 && req.RetentionTimeMillis >= 0 {
+		expire = now + req.RetentionTimeMillis
+	}
+	type commit struct {
+		tp   topicPartition
+		o    committedOffset
+		code *int16
+	}
+	var commits []commit
+	var records []Record
+	k = 0
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			code := codes[k]
+			ok := valid[k]
+			k++
+			if !ok {
+				continue
+			}
+			md := ""
+			if rp.Metadata != nil {
+				md = *rp.Metadata
+			}
+			if len(md) > s.c.cfg.OffsetMetadataMaxBytes {
+				*code = kerr.OffsetMetadataTooLarge.Code
+				continue
+			}
+			o := committedOffset{offset: rp.Offset, leaderEpoch: -1, metadata: md, commitTimestamp: now, expireTimestamp: expire}
+			if req.Version >= 6 {
+				o.leaderEpoch = rp.LeaderEpoch
+			}
+			if req.Version == 1 && rp.Timestamp != -1 {
+				o.commitTimestamp = rp.Timestamp
+			}
+			tp := topicPartition{rt.Topic, rp.Partition}
+			commits = append(commits, commit{tp, o, code})
+			records = append(records, offsetCommitRecord(g.id, tp, o))
+		}
+	}
+	if len(records) == 0 {
+		respond(resp)
+		return
+	}
+	for _, c := range commits {
+		g.pendingCommits[c.tp]++
+	}
+	s.appendRecords(p, records, func(err error) {
+		for _, c := range commits {
+			if g.pendingCommits[c.tp]--; g.pendingCommits[c.tp] <= 0 {
+				delete(g.pendingCommits, c.tp)
+			}
+		}
+		if err != nil {
+			code := appendOffsetError(err).Code
+			for _, c := range commits {
+				*c.code = code
+			}
+			respond(resp)
+			return
+		}
+		if s.current(g) {
+			for _, c := range commits {
+				g.offsets[c.tp] = c.o
+			}
+		}
+		respond(resp)
+	})
+}
+
+// validateCommit checks who may commit, as Kafka's
+// ClassicGroup.validateOffsetCommit.
+func validateCommit(g *group, req *kmsg.OffsetCommitRequest) *kerr.Error {
+	if g.is(stateDead) {
+		return kerr.CoordinatorNotAvailable
+	}
+	if req.Generation < 0 && g.is(stateEmpty) {
+		return nil // a simple group, or an admin resetting offsets
+	}
+	if req.Generation >= 0 || req.MemberID != "" || req.InstanceID != nil {
+		if errc := g.validateMember(req.MemberID, req.InstanceID); errc != nil {
+			return errc
+		}
+		if req.Generation != g.generation {
+			return kerr.IllegalGeneration
+		}
+	} else if !g.is(stateEmpty) {
+		// Only members may commit for a group with members.
+		return kerr.UnknownMemberID
+	}
+	if g.is(stateCompletingRebalance) {
+		// The member has the new generation but not its assignment yet.
+		return kerr.RebalanceInProgress
+	}
+	return nil
+}

@@ -1,0 +1,152 @@
+package coord
+
+// OffsetFetch, versions 0-9.
+//
+// Returns committed offsets regardless of the group's state, since simple
+// groups commit without membership. Requested partitions without a commit
+// get offset -1; a null topic list (v2+) returns every committed offset.
+// With require_stable (v7+), partitions with a commit still being written get
+// UNSTABLE_OFFSET_COMMIT.
+//
+// Version notes: v0-v1 report group errors in every partition; v2-v7 in a
+// top-level error code; v8+ fetch many groups at once, each with its own
+// error (groups on different shards are fetched in parallel); v9's member id
+// and epoch only matter to KIP-848 groups. v10 (topic ids) is not served.
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (g *GroupCoordinator) offsetFetch(req *kmsg.OffsetFetchRequest, respond func(kmsg.Response)) {
+	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+	if req.Version >= 8 {
+		names := make([]string, len(req.Groups))
+		resp.Groups = make([]kmsg.OffsetFetchResponseGroup, len(req.Groups))
+		for i, rg := range req.Groups {
+			names[i] = rg.Group
+		}
+		g.fanOut(names, func(s *shard, idx []int, parts []int32) {
+			for j, i := range idx {
+				rg := req.Groups[i]
+				sg := kmsg.NewOffsetFetchResponseGroup()
+				sg.Group = rg.Group
+				errc, topics := s.fetchOffsets(parts[j], rg.Group, rg.Topics, rg.Topics == nil, req.RequireStable)
+				sg.ErrorCode = errCode(errc)
+				sg.Topics = topics
+				resp.Groups[i] = sg
+			}
+		}, func() { respond(resp) })
+		return
+	}
+	var topics []kmsg.OffsetFetchRequestGroupTopic
+	for _, rt := range req.Topics {
+		topics = append(topics, kmsg.OffsetFetchRequestGroupTopic{Topic: rt.Topic, Partitions: rt.Partitions})
+	}
+	all := req.Topics == nil && req.Version >= 2
+	p := PartitionFor(req.Group, g.cfg.OffsetsPartitions)
+	g.shardFor(p).push(func(s *shard) {
+		errc, got := s.fetchOffsets(p, req.Group, topics, all, req.RequireStable)
+		if errc != nil && req.Version < 2 {
+			// No top-level error field: report it in every partition.
+			got = requestedUnknown(topics)
+			for i := range got {
+				for j := range got[i].Partitions {
+					got[i].Partitions[j].ErrorCode = errc.Code
+				}
+			}
+		}
+		resp.ErrorCode = errCode(errc)
+		for _, t := range got {
+			st := kmsg.NewOffsetFetchResponseTopic()
+			st.Topic = t.Topic
+			for _, gp := range t.Partitions {
+				sp := kmsg.NewOffsetFetchResponseTopicPartition()
+				sp.Partition, sp.Offset, sp.LeaderEpoch, sp.Metadata, sp.ErrorCode = gp.Partition, gp.Offset, gp.LeaderEpoch, gp.Metadata, gp.ErrorCode
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		respond(resp)
+	})
+}
+
+// fetchOffsets returns the group-level error or the offsets of the requested
+// topics (all committed offsets if all is set).
+func (s *shard) fetchOffsets(p int32, groupID string, topics []kmsg.OffsetFetchRequestGroupTopic, all, requireStable bool) (*kerr.Error, []kmsg.OffsetFetchResponseGroupTopic) {
+	part, errc := s.owned(p)
+	if errc != nil {
+		return errc, nil
+	}
+	g := part.groups[groupID]
+	if g == nil || g.is(stateDead) {
+		if all {
+			return nil, nil
+		}
+		return nil, requestedUnknown(topics)
+	}
+	fill := func(tp topicPartition, sp *kmsg.OffsetFetchResponseGroupTopicPartition) {
+		if requireStable && g.pendingCommits[tp] > 0 {
+			sp.ErrorCode = kerr.UnstableOffsetCommit.Code
+			return
+		}
+		if o, ok := g.offsets[tp]; ok {
+			sp.Offset, sp.LeaderEpoch = o.offset, o.leaderEpoch
+			md := o.metadata
+			sp.Metadata = &md
+		}
+	}
+	if !all {
+		out := requestedUnknown(topics)
+		for i := range out {
+			for j := range out[i].Partitions {
+				sp := &out[i].Partitions[j]
+				fill(topicPartition{out[i].Topic, sp.Partition}, sp)
+			}
+		}
+		return nil, out
+	}
+	tps := slices.SortedFunc(maps.Keys(g.offsets), func(a, b topicPartition) int {
+		return cmp.Or(cmp.Compare(a.topic, b.topic), cmp.Compare(a.partition, b.partition))
+	})
+	var out []kmsg.OffsetFetchResponseGroupTopic
+	for _, tp := range tps {
+		if len(out) == 0 || out[len(out)-1].Topic != tp.topic {
+			t := kmsg.NewOffsetFetchResponseGroupTopic()
+			t.Topic = tp.topic
+			out = append(out, t)
+		}
+		sp := unknownOffset(tp.partition)
+		fill(tp, &sp)
+		out[len(out)-1].Partitions = append(out[len(out)-1].Partitions, sp)
+	}
+	return nil, out
+}
+
+// requestedUnknown lists the requested partitions with no committed offset.
+func requestedUnknown(topics []kmsg.OffsetFetchRequestGroupTopic) []kmsg.OffsetFetchResponseGroupTopic {
+	out := make([]kmsg.OffsetFetchResponseGroupTopic, 0, len(topics))
+	for _, rt := range topics {
+		t := kmsg.NewOffsetFetchResponseGroupTopic()
+		t.Topic = rt.Topic
+		for _, p := range rt.Partitions {
+			t.Partitions = append(t.Partitions, unknownOffset(p))
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+func unknownOffset(partition int32) kmsg.OffsetFetchResponseGroupTopicPartition {
+	sp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+	sp.Partition = partition
+	sp.Offset = -1
+	sp.LeaderEpoch = -1
+	empty := ""
+	sp.Metadata = &empty
+	return sp
+}

@@ -1,0 +1,64 @@
+package coord
+
+// Heartbeat, versions 0-4.
+//
+// A heartbeat restarts the member's session. It returns
+// REBALANCE_IN_PROGRESS while the group prepares a rebalance, which is how
+// members learn that they must rejoin, and ILLEGAL_GENERATION for a stale
+// generation.
+//
+// Version notes: v3 adds group.instance.id (FENCED_INSTANCE_ID if another
+// member holds it).
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (s *shard) heartbeat(p int32, req *kmsg.HeartbeatRequest, respond func(kmsg.Response)) {
+	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+	resp.ErrorCode = errCode(s.heartbeatError(p, req))
+	respond(resp)
+}
+
+func (s *shard) heartbeatError(p int32, req *kmsg.HeartbeatRequest) *kerr.Error {
+	if req.Group == "" {
+		return kerr.InvalidGroupID
+	}
+	part, errc := s.owned(p)
+	if errc != nil {
+		return errc
+	}
+	g := part.groups[req.Group]
+	switch {
+	case g == nil:
+		return kerr.UnknownMemberID
+	case g.is(stateDead):
+		return kerr.CoordinatorNotAvailable
+	}
+	if errc := g.validateMember(req.MemberID, req.InstanceID); errc != nil {
+		return errc
+	}
+	if req.Generation != g.generation {
+		return kerr.IllegalGeneration
+	}
+	m := g.byID[req.MemberID]
+	switch g.state {
+	case statePreparingRebalance:
+		s.rescheduleHeartbeat(g, m, m.sessionTimeout)
+		return kerr.RebalanceInProgress
+	case stateCompletingRebalance, stateStable:
+		s.rescheduleHeartbeat(g, m, m.sessionTimeout)
+		return nil
+	default:
+		return kerr.UnknownMemberID
+	}
+}
+
+// errCode returns e's code, 0 (no error) for nil.
+func errCode(e *kerr.Error) int16 {
+	if e == nil {
+		return 0
+	}
+	return e.Code
+}

@@ -1,0 +1,75 @@
+package coord
+
+// OffsetDelete, version 0 (KIP-496).
+//
+// Deletes committed offsets of a group. An Empty group may delete any; a
+// consumer group with members may delete offsets of topics none of its
+// members subscribes to (GROUP_SUBSCRIBED_TO_TOPIC for the others); other
+// groups with members get NON_EMPTY_GROUP. The response waits for the
+// tombstones to be durable.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (s *shard) offsetDelete(p int32, req *kmsg.OffsetDeleteRequest, respond func(kmsg.Response)) {
+	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	fail := func(e *kerr.Error) {
+		resp.ErrorCode = e.Code
+		respond(resp)
+	}
+	if req.Group == "" {
+		fail(kerr.InvalidGroupID)
+		return
+	}
+	part, errc := s.owned(p)
+	if errc != nil {
+		fail(errc)
+		return
+	}
+	g := part.groups[req.Group]
+	if g == nil || g.is(stateDead) {
+		fail(kerr.GroupIDNotFound)
+		return
+	}
+	if !g.is(stateEmpty) && g.protocolType != protocolTypeConsumer {
+		fail(kerr.NonEmptyGroup)
+		return
+	}
+	var deleted []topicPartition
+	for _, rt := range req.Topics {
+		st := kmsg.NewOffsetDeleteResponseTopic()
+		st.Topic = rt.Topic
+		_, subscribed := g.subscribed[rt.Topic]
+		subscribed = subscribed && !g.is(stateEmpty)
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetDeleteResponseTopicPartition()
+			sp.Partition = rp.Partition
+			tp := topicPartition{rt.Topic, rp.Partition}
+			if subscribed {
+				sp.ErrorCode = kerr.GroupSubscribedToTopic.Code
+			} else if _, ok := g.offsets[tp]; ok {
+				delete(g.offsets, tp)
+				deleted = append(deleted, tp)
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	if len(deleted) == 0 {
+		respond(resp)
+		return
+	}
+	var recs []Record
+	for _, tp := range deleted {
+		recs = append(recs, offsetTombstone(g.id, tp))
+	}
+	s.appendRecords(p, recs, func(err error) {
+		if err != nil {
+			fail(appendOffsetError(err))
+			return
+		}
+		respond(resp)
+	})
+}

@@ -1,0 +1,377 @@
+package coord
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/internal/mpsc"
+	"ringbroker/internal/timingwheel"
+)
+
+// Timing wheel geometry: 1 ms ticks, 4096 slots (a rotation of about 4 s).
+const (
+	wheelTick  = time.Millisecond
+	wheelSlots = 4096
+)
+
+// errLoadSuperseded is passed to a load's done callback when the partition
+// was unloaded or loaded again before the load finished.
+var errLoadSuperseded = errors.New("partition load superseded")
+
+// partition is one __consumer_offsets partition owned by a shard.
+type partition struct {
+	id int32
+	// loaded is false while the partition is being replayed from the store.
+	loaded bool
+	groups map[string]*group
+}
+
+// pendingAppend is a store append whose completion has not been processed.
+type pendingAppend struct {
+	partition int32
+	then      func(error)
+}
+
+// shard is one coordinator goroutine and everything it owns. All fields are
+// accessed only from that goroutine, except q.
+type shard struct {
+	c     *GroupCoordinator
+	id    int
+	q     *mpsc.Queue[func(*shard)]
+	wheel *timingwheel.Wheel
+	parts map[int32]*partition
+	// appends are in-flight store appends by id, answered with
+	// NOT_COORDINATOR if their partition is unloaded first.
+	appends    map[uint64]*pendingAppend
+	nextAppend uint64
+	// wakeAt is when the armed clock wake-up fires (zero if none);
+	// wakeStop cancels it.
+	wakeAt   time.Time
+	wakeStop func() bool
+	stopped  bool
+}
+
+func newShard(c *GroupCoordinator, id int) (*shard, error) {
+	w, err := timingwheel.New(wheelTick, wheelSlots, c.clock.Now())
+	if err != nil {
+		return nil, fmt.Errorf("shard %d: %w", id, err)
+	}
+	s := &shard{c: c, id: id, q: mpsc.New[func(*shard)](), wheel: w, parts: make(map[int32]*partition), appends: make(map[uint64]*pendingAppend)}
+	s.scheduleRetention()
+	return s, nil
+}
+
+// push queues fn to run on the shard goroutine. Safe from any goroutine.
+func (s *shard) push(fn func(*shard)) {
+	s.q.Push(&mpsc.Node[func(*shard)]{Value: fn})
+}
+
+func (s *shard) run() {
+	for {
+		for n := s.q.Pop(); n != nil; n = s.q.Pop() {
+			n.Value(s)
+			if s.stopped {
+				return
+			}
+		}
+		s.advance()
+		s.q.Wait(nil)
+	}
+}
+
+func (s *shard) now() time.Time { return s.c.clock.Now() }
+
+func (s *shard) nowMs() int64 { return s.now().UnixMilli() }
+
+// advance fires due timers and re-arms the clock wake-up when the armed one
+// has passed.
+func (s *shard) advance() {
+	now := s.now()
+	s.wheel.Advance(now)
+	if s.wakeAt.IsZero() || s.wakeAt.After(now) {
+		return
+	}
+	s.wakeAt = time.Time{}
+	if next, ok := s.wheel.NextDeadline(); ok {
+		s.arm(next)
+	}
+}
+
+// schedule runs fn on the shard after d.
+func (s *shard) schedule(d time.Duration, fn func()) *timingwheel.Timer {
+	deadline := s.now().Add(d)
+	t := s.wheel.Schedule(deadline, fn)
+	if s.wakeAt.IsZero() || deadline.Before(s.wakeAt) {
+		s.arm(deadline)
+	}
+	return t
+}
+
+// arm sets the clock wake-up to at, replacing an earlier one.
+func (s *shard) arm(at time.Time) {
+	if s.wakeStop != nil {
+		s.wakeStop()
+	}
+	s.wakeAt = at
+	s.wakeStop = s.c.clock.AfterFunc(at.Sub(s.now()), func() { s.push(func(*shard) {}) })
+}
+
+// owned returns the loaded partition p, or the error for requests on it:
+// NOT_COORDINATOR if the shard does not own it, COORDINATOR_LOAD_IN_PROGRESS
+// while it loads.
+func (s *shard) owned(p int32) (*partition, *kerr.Error) {
+	part := s.parts[p]
+	switch {
+	case part == nil:
+		return nil, kerr.NotCoordinator
+	case !part.loaded:
+		return nil, kerr.CoordinatorLoadInProgress
+	}
+	return part, nil
+}
+
+// appendRecords writes records to partition p's log and runs then on the
+// shard with the outcome. then also runs, with NOT_COORDINATOR, if the
+// partition is unloaded or the coordinator closes first. Records larger than
+// MaxBatchBytes fail with RECORD_LIST_TOO_LARGE without reaching the store.
+func (s *shard) appendRecords(p int32, records []Record, then func(error)) {
+	s.nextAppend++
+	id := s.nextAppend
+	s.appends[id] = &pendingAppend{partition: p, then: then}
+	finish := func(err error) {
+		s.push(func(s *shard) {
+			pa := s.appends[id]
+			if pa == nil {
+				return // already failed by unload or shutdown
+			}
+			delete(s.appends, id)
+			pa.then(err)
+		})
+	}
+	if size := batchSize(records); size > s.c.cfg.MaxBatchBytes {
+		finish(fmt.Errorf("append of %d bytes to partition %d exceeds max batch bytes %d: %w", size, p, s.c.cfg.MaxBatchBytes, kerr.RecordListTooLarge))
+		return
+	}
+	s.c.store.Append(p, records, finish)
+}
+
+// failAppends runs then with NOT_COORDINATOR for the in-flight appends of
+// partition p, or of all partitions if p < 0.
+func (s *shard) failAppends(p int32) {
+	ids := make([]uint64, 0, len(s.appends))
+	for id, pa := range s.appends {
+		if p < 0 || pa.partition == p {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		pa := s.appends[id]
+		delete(s.appends, id)
+		pa.then(kerr.NotLeaderForPartition)
+	}
+}
+
+// lookup returns group id of partition p if p is loaded and has it.
+func (s *shard) lookup(p int32, id string) *group {
+	if part := s.parts[p]; part != nil && part.loaded {
+		return part.groups[id]
+	}
+	return nil
+}
+
+// current reports whether g is still the live group object for its id.
+func (s *shard) current(g *group) bool {
+	return s.lookup(g.partition, g.id) == g
+}
+
+// startLoad begins replaying partition p, replacing any earlier state.
+func (s *shard) startLoad(p int32, done func(error)) {
+	if old := s.parts[p]; old != nil {
+		s.drop(old)
+	}
+	part := &partition{id: p, groups: make(map[string]*group)}
+	s.parts[p] = part
+	store, log := s.c.store, s.c.log
+	go func() {
+		res, err := replay(store, p)
+		if res != nil && res.skipped > 0 {
+			log.Warn("skipped unreadable __consumer_offsets records", "partition", p, "skipped", res.skipped, "first_error", res.firstErr)
+		}
+		s.push(func(s *shard) { s.finishLoad(part, res, err, done) })
+	}()
+}
+
+// finishLoad installs a replayed partition.
+func (s *shard) finishLoad(part *partition, res *replayed, err error, done func(error)) {
+	if done == nil {
+		done = func(error) {}
+	}
+	if s.parts[part.id] != part {
+		done(fmt.Errorf("load partition %d: %w", part.id, errLoadSuperseded))
+		return
+	}
+	if err != nil {
+		delete(s.parts, part.id)
+		s.c.log.Error("loading group coordinator partition failed", "partition", part.id, "error", err)
+		done(fmt.Errorf("load partition %d: %w", part.id, err))
+		return
+	}
+	for _, id := range res.groupIDs() {
+		g := newGroup(id, part.id, s.nowMs())
+		if v := res.groups[id]; v != nil {
+			s.restoreGroup(g, v)
+		}
+		if offs := res.offsets[id]; offs != nil {
+			g.offsets = offs
+		}
+		part.groups[id] = g
+	}
+	part.loaded = true
+	s.c.log.Info("loaded group coordinator partition", "partition", part.id, "groups", len(part.groups))
+	done(nil)
+}
+
+// restoreGroup sets g from its last stored metadata, as Kafka's loadGroup:
+// with members the group is Stable and their sessions start now.
+func (s *shard) restoreGroup(g *group, v *kmsg.GroupMetadataValue) {
+	g.generation = v.Generation
+	g.protocolType = v.ProtocolType
+	if v.Protocol != nil {
+		g.protocol = *v.Protocol
+	}
+	g.stateTime = v.CurrentStateTimestamp
+	for _, vm := range v.Members {
+		m := &member{
+			id: vm.MemberID, instanceID: vm.InstanceID, clientID: vm.ClientID, clientHost: vm.ClientHost,
+			rebalanceTimeout: vm.RebalanceTimeoutMillis, sessionTimeout: vm.SessionTimeoutMillis,
+			protocolType: v.ProtocolType,
+			protocols:    []kmsg.JoinGroupRequestProtocol{{Name: g.protocol, Metadata: vm.Subscription}},
+			assignment:   vm.Assignment,
+		}
+		if m.rebalanceTimeout < 0 { // version 0 values have no rebalance timeout
+			m.rebalanceTimeout = m.sessionTimeout
+		}
+		g.add(m, nil)
+	}
+	if v.Leader != nil && g.byID[*v.Leader] != nil {
+		g.leader = *v.Leader
+	}
+	if len(g.members) > 0 {
+		g.state, g.prevState = stateStable, stateStable
+		for _, m := range g.members {
+			s.rescheduleHeartbeat(g, m, m.sessionTimeout)
+		}
+	}
+	g.subscribed = g.computeSubscribed()
+}
+
+// unload drops partition p.
+func (s *shard) unload(p int32) {
+	if part := s.parts[p]; part != nil {
+		s.drop(part)
+		s.c.log.Info("unloaded group coordinator partition", "partition", p)
+	}
+}
+
+// drop fails the partition's in-flight appends, answers its parked requests
+// with NOT_COORDINATOR and forgets it.
+func (s *shard) drop(part *partition) {
+	s.failAppends(part.id)
+	for _, id := range slices.Sorted(maps.Keys(part.groups)) {
+		g := part.groups[id]
+		for _, m := range g.members {
+			if m.join != nil {
+				respondJoinError(m.join, m.id, kerr.NotCoordinator)
+				m.join = nil
+			}
+			if m.sync != nil {
+				respondSyncError(m.sync, kerr.NotCoordinator)
+				m.sync = nil
+			}
+		}
+		g.stopTimers()
+		g.state = stateDead
+	}
+	delete(s.parts, part.id)
+}
+
+// shutdown answers everything parked and stops the shard.
+func (s *shard) shutdown() {
+	for _, p := range slices.Sorted(maps.Keys(s.parts)) {
+		s.drop(s.parts[p])
+	}
+	if s.wakeStop != nil {
+		s.wakeStop()
+	}
+	s.stopped = true
+}
+
+// replayed is a partition's state rebuilt from its records.
+type replayed struct {
+	groups   map[string]*kmsg.GroupMetadataValue
+	offsets  map[string]map[topicPartition]committedOffset
+	skipped  int
+	firstErr error
+}
+
+// groupIDs returns, sorted, every group with metadata or offsets.
+func (r *replayed) groupIDs() []string {
+	ids := make([]string, 0, len(r.groups)+len(r.offsets))
+	for id := range r.groups {
+		ids = append(ids, id)
+	}
+	for id, offs := range r.offsets {
+		if _, ok := r.groups[id]; !ok && len(offs) > 0 {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// replay reads partition p from store. Records that do not decode, and
+// record types this coordinator does not use, are skipped and counted.
+func replay(store OffsetStore, p int32) (*replayed, error) {
+	r := &replayed{groups: make(map[string]*kmsg.GroupMetadataValue), offsets: make(map[string]map[topicPartition]committedOffset)}
+	err := store.Load(p, func(rec Record) error {
+		r.apply(rec)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("replay __consumer_offsets partition %d: %w", p, err)
+	}
+	return r, nil
+}
+
+func (r *replayed) apply(rec Record) {
+	d, err := decodeRecord(rec)
+	if err != nil {
+		r.skipped++
+		if r.firstErr == nil {
+			r.firstErr = err
+		}
+		return
+	}
+	switch {
+	case d.isOffset && d.tombstone:
+		delete(r.offsets[d.group], d.tp)
+	case d.isOffset:
+		offs := r.offsets[d.group]
+		if offs == nil {
+			offs = make(map[topicPartition]committedOffset)
+			r.offsets[d.group] = offs
+		}
+		offs[d.tp] = d.offset
+	case d.tombstone:
+		delete(r.groups, d.group)
+	default:
+		r.groups[d.group] = d.groupMeta
+	}
+}

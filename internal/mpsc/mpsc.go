@@ -1,0 +1,139 @@
+// Package mpsc provides a lock-free multi-producer single-consumer queue.
+//
+// The queue is Dmitry Vyukov's intrusive MPSC queue: a producer links a node
+// with one atomic swap of the head and one atomic store of the previous
+// node's next pointer; the single consumer walks next pointers without any
+// atomic read-modify-write. Nodes are intrusive: the caller allocates a Node
+// holding its message, so a push costs no allocation beyond the message
+// itself, and a popped node belongs to the consumer again.
+//
+// Push never blocks and never fails. Between a producer's swap and its store
+// the list is briefly unlinked, so Pop may report nothing while a push is in
+// flight; Wait accounts for that, because every producer checks for a parked
+// consumer after its store.
+//
+// Coordinator shards use one Queue each: request handlers on any core push,
+// the shard goroutine drains.
+package mpsc
+
+import (
+	"sync/atomic"
+)
+
+// Node is one queue element. A Node must not be pushed again until Pop has
+// returned it.
+type Node[T any] struct {
+	next atomic.Pointer[Node[T]]
+	// Value is the message carried by the node.
+	Value T
+}
+
+// Queue is an unbounded lock-free queue for many producers and exactly one
+// consumer. Push may be called from any goroutine; Pop and Wait only from
+// the single consumer goroutine. The zero value is not usable; call New.
+type Queue[T any] struct {
+	// head is the most recently pushed node; producers swap it.
+	head atomic.Pointer[Node[T]]
+	_    [56]byte // keep producer and consumer fields on separate cache lines
+	// tail is the oldest node not yet popped, or &stub.
+	// Invariant: tail is never nil.
+	tail *Node[T]
+	// stub keeps the list non-empty so producers never see a nil head.
+	stub Node[T]
+	_    [56]byte
+	// parked is 1 while the consumer is (about to be) blocked in Wait.
+	parked atomic.Int32
+	// wake carries at most one pending wake-up for the consumer.
+	wake chan struct{}
+}
+
+// New returns an empty queue.
+func New[T any]() *Queue[T] {
+	q := &Queue[T]{wake: make(chan struct{}, 1)}
+	q.head.Store(&q.stub)
+	q.tail = &q.stub
+	return q
+}
+
+// Push appends n to the queue and wakes the consumer if it is parked in Wait.
+// It is safe for concurrent use and never blocks.
+func (q *Queue[T]) Push(n *Node[T]) {
+	q.link(n)
+	if q.parked.Load() != 0 && q.parked.CompareAndSwap(1, 0) {
+		select {
+		case q.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (q *Queue[T]) link(n *Node[T]) {
+	n.next.Store(nil)
+	prev := q.head.Swap(n)
+	prev.next.Store(n)
+}
+
+// Pop removes and returns the oldest node, or nil when the queue is empty or
+// the oldest node's producer has not finished linking it yet; in both cases a
+// later Wait returns once a node is available. Only the consumer goroutine
+// may call Pop.
+func (q *Queue[T]) Pop() *Node[T] {
+	tail := q.tail
+	next := tail.next.Load()
+	if tail == &q.stub {
+		if next == nil {
+			return nil
+		}
+		q.tail = next
+		tail = next
+		next = next.next.Load()
+	}
+	if next != nil {
+		q.tail = next
+		return tail
+	}
+	if tail != q.head.Load() {
+		// A producer swapped head but has not linked its node yet.
+		return nil
+	}
+	// tail is the last node: re-insert the stub behind it so tail can leave.
+	q.link(&q.stub)
+	next = tail.next.Load()
+	if next != nil {
+		q.tail = next
+		return tail
+	}
+	return nil
+}
+
+// idle reports whether nothing can be popped until a producer finishes a
+// push: either the queue is empty, or the next node is being linked by a
+// producer that checks parked after linking it.
+func (q *Queue[T]) idle() bool {
+	tail := q.tail
+	return tail.next.Load() == nil && (tail == &q.stub || tail != q.head.Load())
+}
+
+// Wait blocks the consumer until the queue may be non-empty or done is
+// closed. It reports false if it returned because done was closed. A nil
+// done never fires. Wait may return spuriously; callers loop on Pop.
+// Only the consumer goroutine may call Wait.
+func (q *Queue[T]) Wait(done <-chan struct{}) bool {
+	q.parked.Store(1)
+	if !q.idle() {
+		// A push landed between the caller's last Pop and parking.
+		if !q.parked.CompareAndSwap(1, 0) {
+			// A producer claimed the wake-up and sends (or has sent) a
+			// token: consume it so it does not linger.
+			<-q.wake
+		}
+		return true
+	}
+	select {
+	case <-q.wake:
+		return true
+	case <-done:
+		q.parked.Store(0)
+		return false
+	}
+}

@@ -1,0 +1,196 @@
+package log
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Names of Kafka's per-log-directory files.
+const (
+	// CleanShutdownFile is the marker a broker writes into each log directory after closing
+	// every log in it, and removes once it has opened them again (see Options.CleanShutdown).
+	CleanShutdownFile = ".kafka_cleanshutdown"
+	// RecoveryPointFile holds each partition's recovery point (see Log.RecoveryPoint).
+	RecoveryPointFile = "recovery-point-offset-checkpoint"
+	// partitionMetadataFile holds the topic id in the partition directory.
+	partitionMetadataFile = "partition.metadata"
+	// tmpSuffix marks a checkpoint being written; leftovers are removed on Open.
+	tmpSuffix = ".tmp"
+)
+
+// HasCleanShutdownMarker reports whether logDir holds the clean-shutdown marker.
+func HasCleanShutdownMarker(logDir string) (bool, error) {
+	_, err := os.Stat(filepath.Join(logDir, CleanShutdownFile))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	}
+	return false, fmt.Errorf("stat clean-shutdown marker in %s: %w", logDir, err)
+}
+
+// WriteCleanShutdownMarker durably creates the clean-shutdown marker in logDir. Write it only
+// after every log in the directory is closed.
+func WriteCleanShutdownMarker(logDir string) error {
+	if err := writeFileAtomic(filepath.Join(logDir, CleanShutdownFile), nil); err != nil {
+		return fmt.Errorf("write clean-shutdown marker: %w", err)
+	}
+	return nil
+}
+
+// RemoveCleanShutdownMarker durably removes the marker from logDir, so that a crash from now
+// on is recovered. A missing marker is not an error.
+func RemoveCleanShutdownMarker(logDir string) error {
+	err := os.Remove(filepath.Join(logDir, CleanShutdownFile))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove clean-shutdown marker in %s: %w", logDir, err)
+	}
+	return syncDir(logDir)
+}
+
+// TopicPartition keys the per-log-directory offset checkpoint files.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// WriteOffsetCheckpoint durably writes Kafka's offset checkpoint format (version 0, count,
+// "topic partition offset" lines) to path; used for recovery-point-offset-checkpoint.
+func WriteOffsetCheckpoint(path string, offsets map[TopicPartition]int64) error {
+	keys := make([]TopicPartition, 0, len(offsets))
+	for tp := range offsets {
+		if tp.Topic == "" || strings.ContainsAny(tp.Topic, " \t\r\n") {
+			return fmt.Errorf("write offset checkpoint %s: topic %q cannot be stored", path, tp.Topic)
+		}
+		keys = append(keys, tp)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].Topic != keys[j].Topic {
+			return keys[i].Topic < keys[j].Topic
+		}
+		return keys[i].Partition < keys[j].Partition
+	})
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "0\n%d\n", len(keys))
+	for _, tp := range keys {
+		fmt.Fprintf(&b, "%s %d %d\n", tp.Topic, tp.Partition, offsets[tp])
+	}
+	if err := writeFileAtomic(path, b.Bytes()); err != nil {
+		return fmt.Errorf("write offset checkpoint: %w", err)
+	}
+	return nil
+}
+
+// ReadOffsetCheckpoint reads a file written by WriteOffsetCheckpoint (or Kafka). A missing
+// file yields an empty map.
+func ReadOffsetCheckpoint(path string) (map[TopicPartition]int64, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[TopicPartition]int64{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read offset checkpoint: %w", err)
+	}
+	lines, err := checkpointLines(data, 3)
+	if err != nil {
+		return nil, fmt.Errorf("parse offset checkpoint %s: %w", path, err)
+	}
+	out := make(map[TopicPartition]int64, len(lines))
+	for i, f := range lines {
+		part, err1 := strconv.ParseInt(f[1], 10, 32)
+		off, err2 := strconv.ParseInt(f[2], 10, 64)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("parse offset checkpoint %s: entry %d %q: want \"<topic> <partition> <offset>\"", path, i, strings.Join(f, " "))
+		}
+		out[TopicPartition{Topic: f[0], Partition: int32(part)}] = off
+	}
+	return out, nil
+}
+
+// marshalPartitionMetadata renders partition.metadata as Kafka does: the topic id in
+// unpadded URL-safe base64 (Uuid.toString).
+func marshalPartitionMetadata(id [16]byte) []byte {
+	return []byte("version: 0\ntopic_id: " + base64.RawURLEncoding.EncodeToString(id[:]) + "\n")
+}
+
+// parsePartitionMetadata reads the topic id from partition.metadata.
+func parsePartitionMetadata(data []byte) ([16]byte, error) {
+	var id [16]byte
+	var version, topicID string
+	for line := range strings.SplitSeq(string(data), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		switch strings.TrimSpace(k) {
+		case "version":
+			version = strings.TrimSpace(v)
+		case "topic_id":
+			topicID = strings.TrimSpace(v)
+		}
+	}
+	if version != "0" {
+		return id, fmt.Errorf("version %q; want \"0\"", version)
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(topicID)
+	if err != nil || len(raw) != len(id) {
+		return id, fmt.Errorf("topic_id %q is not a base64 UUID", topicID)
+	}
+	copy(id[:], raw)
+	return id, nil
+}
+
+// writeFileAtomic replaces path with data durably: a temporary file, fsync, rename, fsync of
+// the directory.
+func writeFileAtomic(path string, data []byte) error {
+	tmp := path + tmpSuffix
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		return errors.Join(fmt.Errorf("write %s: %w", path, err), ignoreNotExist(os.Remove(tmp)))
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open dir for fsync: %w", err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("fsync dir %s: %w", dir, err)
+	}
+	return nil
+}
+
+func ignoreNotExist(err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}

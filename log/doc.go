@@ -1,0 +1,19 @@
+// Package log stores one partition in Apache Kafka's on-disk layout: numbered segment files of
+// record batches (v2, byte-identical to the wire), a sparse offset index and a time index per
+// segment, a leader-epoch checkpoint and the partition.metadata file.
+//
+// A Log assigns offsets at append time by rewriting each batch's baseOffset and
+// partitionLeaderEpoch in place (both lie outside the CRC), deduplicates idempotent producers
+// and writes the bytes as received to the active segment through its file descriptor. Reads
+// return slices of read-only shared mappings of the segments; a segment is reference-counted
+// and unmapped only when the log has dropped it and the last reader has released it, so the
+// slices can be handed to the kernel for zero-copy sends.
+//
+// Open recovers the tail after an unclean shutdown: every segment after the recovery point is
+// scanned, each batch's length, magic, CRC32C and offsets are checked, the log is truncated at
+// the first bad byte and the affected indexes are rebuilt. A batch that failed its CRC is never
+// served.
+//
+// The package does not import other ringbroker packages: it parses the fixed record batch
+// header itself.
+package log

@@ -1,0 +1,28 @@
+package log
+
+import "errors"
+
+// Sentinel errors returned (wrapped with detail) by Log methods. Callers map them to Kafka
+// error codes with errors.Is.
+var (
+	// ErrOffsetOutOfRange is returned by Read for an offset below the log start offset or above
+	// the log end offset (OFFSET_OUT_OF_RANGE).
+	ErrOffsetOutOfRange = errors.New("offset out of range")
+	// ErrOutOfOrderSequence is returned by Append when an idempotent producer's batch does not
+	// continue its sequence (OUT_OF_ORDER_SEQUENCE_NUMBER).
+	ErrOutOfOrderSequence = errors.New("out of order sequence number")
+	// ErrInvalidProducerEpoch is returned by Append when a producer writes with an epoch older
+	// than the one the log has seen (INVALID_PRODUCER_EPOCH).
+	ErrInvalidProducerEpoch = errors.New("invalid producer epoch")
+	// ErrRecordTooLarge is returned by Append when one batch exceeds Config.MaxMessageBytes
+	// (MESSAGE_TOO_LARGE).
+	ErrRecordTooLarge = errors.New("record batch larger than max.message.bytes")
+	// ErrRecordListTooLarge is returned by Append when one append exceeds Config.SegmentBytes
+	// and could never fit a segment (RECORD_LIST_TOO_LARGE).
+	ErrRecordListTooLarge = errors.New("append larger than segment.bytes")
+	// ErrCorruptBatch is returned by Append when the input is not a sequence of well-framed
+	// v2 record batches (CORRUPT_MESSAGE).
+	ErrCorruptBatch = errors.New("corrupt record batch")
+	// ErrClosed is returned by operations on a closed or deleted log.
+	ErrClosed = errors.New("log closed")
+)

@@ -1,0 +1,164 @@
+package log
+
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/crc32"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// batchSpec describes a record batch built by makeBatch.
+type batchSpec struct {
+	records    int   // number of records, at least 1
+	valueSize  int   // bytes per record value
+	ts         int64 // first record's timestamp; record i has ts+i
+	producerID int64 // -1 for a non-idempotent batch
+	epoch      int16
+	seq        int32
+	codec      int16 // compression bits of the attributes; the log treats records as opaque
+}
+
+func plain(records, valueSize int, ts int64) batchSpec {
+	return batchSpec{records: records, valueSize: valueSize, ts: ts, producerID: -1, epoch: -1, seq: -1}
+}
+
+func idem(pid int64, epoch int16, seq int32, records int) batchSpec {
+	return batchSpec{records: records, valueSize: 8, ts: 1000, producerID: pid, epoch: epoch, seq: seq}
+}
+
+// makeBatch encodes a record batch v2 with franz-go's kmsg and computes its CRC32C.
+func makeBatch(tb testing.TB, s batchSpec) []byte {
+	tb.Helper()
+	var recs []byte
+	for i := range s.records {
+		r := kmsg.Record{TimestampDelta64: int64(i), OffsetDelta: int32(i), Value: bytes.Repeat([]byte{byte('a' + i%26)}, s.valueSize)}
+		r.Length = int32(len(r.AppendTo(nil)) - 1) // the zero length encodes in one byte
+		recs = r.AppendTo(recs)
+	}
+	rb := kmsg.RecordBatch{
+		PartitionLeaderEpoch: -1,
+		Magic:                2,
+		Attributes:           s.codec,
+		LastOffsetDelta:      int32(s.records - 1),
+		FirstTimestamp:       s.ts,
+		MaxTimestamp:         s.ts + int64(s.records-1),
+		ProducerID:           s.producerID,
+		ProducerEpoch:        s.epoch,
+		FirstSequence:        s.seq,
+		NumRecords:           int32(s.records),
+		Records:              recs,
+	}
+	rb.Length = int32(batchHeaderSize - logOverhead + len(recs))
+	b := rb.AppendTo(nil)
+	binary.BigEndian.PutUint32(b[offCRC:], crc32.Checksum(b[offAttributes:], crc32.MakeTable(crc32.Castagnoli)))
+	return b
+}
+
+// testConfig is a small configuration that rolls and indexes often.
+func testConfig() Config {
+	c := DefaultConfig()
+	c.SegmentBytes = 16 << 10
+	c.IndexIntervalBytes = 512
+	c.MaxIndexBytes = 1 << 10
+	return c
+}
+
+func mustOpen(tb testing.TB, dir string, cfg Config, opts Options) *Log {
+	tb.Helper()
+	if opts.Logger == nil {
+		opts.Logger = testLogger(tb)
+	}
+	l, err := Open(dir, cfg, opts)
+	if err != nil {
+		tb.Fatalf("Open(%s): %v", dir, err)
+	}
+	return l
+}
+
+func mustAppend(tb testing.TB, l *Log, b []byte) AppendResult {
+	tb.Helper()
+	res, err := l.Append(b)
+	if err != nil {
+		tb.Fatalf("Append: %v", err)
+	}
+	return res
+}
+
+// readBatches reads every batch from offset to the log end and returns copies.
+func readBatches(tb testing.TB, l *Log, offset int64) [][]byte {
+	tb.Helper()
+	var out [][]byte
+	for offset < l.LogEndOffset() {
+		r, err := l.Read(offset, 1<<20, -1, true)
+		if err != nil {
+			tb.Fatalf("Read(%d): %v", offset, err)
+		}
+		if len(r.Data) == 0 {
+			r.Release()
+			tb.Fatalf("Read(%d) returned nothing below log end %d", offset, l.LogEndOffset())
+		}
+		for p := 0; p < len(r.Data); {
+			h, err := checkBatch(r.Data[p:], true)
+			if err != nil {
+				tb.Fatalf("Read(%d) served a bad batch at byte %d: %v", offset, p, err)
+			}
+			out = append(out, bytes.Clone(r.Data[p:p+int(h.size())]))
+			offset = h.lastOffset() + 1
+			p += int(h.size())
+		}
+		r.Release()
+	}
+	return out
+}
+
+// testLogger sends log output to the test's log.
+func testLogger(tb testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tbWriter{tb}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tbWriter struct{ tb testing.TB }
+
+func (w tbWriter) Write(p []byte) (int, error) {
+	w.tb.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// crash abandons l as a killed process would: no flush, no index trimming, no checkpoint.
+func crash(l *Log) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	l.flushes.Wait()
+	if segs := l.segs.Swap(nil); segs != nil {
+		for _, s := range *segs {
+			s.decRef()
+		}
+	}
+}
+
+// waitFor polls cond every 5ms for at most d.
+func waitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func fileSize(tb testing.TB, path string) int64 {
+	tb.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return fi.Size()
+}

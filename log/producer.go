@@ -1,0 +1,178 @@
+package log
+
+import (
+	"fmt"
+	"math"
+)
+
+// producerBatchesRetained is how many recent batches per producer are kept for duplicate
+// detection: clients pipeline at most 5 requests per connection (Kafka's
+// ProducerStateEntry.NUM_BATCHES_TO_RETAIN).
+const producerBatchesRetained = 5
+
+// noProducerEpoch is Kafka's RecordBatch.NO_PRODUCER_EPOCH: the producer is unknown here.
+const noProducerEpoch = -1
+
+// producerBatch is the metadata of one batch kept for duplicate detection.
+type producerBatch struct {
+	firstSeq, lastSeq       int32
+	firstOffset, lastOffset int64
+}
+
+// producerEntry is the state of one producer id: its epoch and its last batches, oldest first.
+type producerEntry struct {
+	epoch   int16
+	n       int // batches in use; <= producerBatchesRetained
+	batches [producerBatchesRetained]producerBatch
+}
+
+// lastSeq returns the sequence of the newest batch, or -1 (Kafka's NO_SEQUENCE) when none.
+func (e *producerEntry) lastSeq() int32 {
+	if e.n == 0 {
+		return -1
+	}
+	return e.batches[e.n-1].lastSeq
+}
+
+// duplicate returns the retained batch with the same epoch and sequence range, if any.
+func (e *producerEntry) duplicate(epoch int16, firstSeq, lastSeq int32) (producerBatch, bool) {
+	if e.epoch != epoch {
+		return producerBatch{}, false
+	}
+	for _, b := range e.batches[:e.n] {
+		if b.firstSeq == firstSeq && b.lastSeq == lastSeq {
+			return b, true
+		}
+	}
+	return producerBatch{}, false
+}
+
+// setEpoch moves the entry to epoch, forgetting the batches of the old one.
+func (e *producerEntry) setEpoch(epoch int16) {
+	if e.epoch != epoch {
+		e.epoch, e.n = epoch, 0
+	}
+}
+
+// add records a batch written under epoch, dropping the oldest beyond the retained five.
+func (e *producerEntry) add(epoch int16, b producerBatch) {
+	e.setEpoch(epoch)
+	if e.n == producerBatchesRetained {
+		copy(e.batches[:], e.batches[1:])
+		e.n--
+	}
+	e.batches[e.n] = b
+	e.n++
+}
+
+// inSequence reports whether next directly follows last, wrapping MaxInt32 to 0.
+func inSequence(last, next int32) bool {
+	return int64(next) == int64(last)+1 || (next == 0 && last == math.MaxInt32)
+}
+
+// stagedProducer is the state of one producer as an append in progress would leave it.
+type stagedProducer struct {
+	id    int64
+	entry producerEntry
+}
+
+// producers is the idempotent-producer state of a partition (Kafka's ProducerStateManager).
+// Appends stage their changes and commit them only after the bytes are written, so a failed
+// write leaves the state untouched. Guarded by Log.mu.
+type producers struct {
+	entries map[int64]producerEntry
+	staged  []stagedProducer // reused across appends
+}
+
+func newProducers() producers {
+	return producers{entries: make(map[int64]producerEntry)}
+}
+
+// current returns the state of id including staged changes, and where it is staged (-1: not).
+func (p *producers) current(id int64) (producerEntry, int) {
+	for i := range p.staged {
+		if p.staged[i].id == id {
+			return p.staged[i].entry, i
+		}
+	}
+	if e, ok := p.entries[id]; ok {
+		return e, -1
+	}
+	return producerEntry{epoch: noProducerEpoch}, -1
+}
+
+func (p *producers) stage(id int64, e producerEntry, at int) {
+	if at >= 0 {
+		p.staged[at].entry = e
+		return
+	}
+	p.staged = append(p.staged, stagedProducer{id: id, entry: e})
+}
+
+// check validates batch h, to be written at firstOffset..lastOffset, against its producer's
+// state, following Kafka 4's ProducerAppendInfo for client appends:
+//   - a batch equal to one of the producer's last five (same epoch and sequence range) is a
+//     duplicate: dup is set and the caller writes nothing;
+//   - an epoch below the current one fails with ErrInvalidProducerEpoch;
+//   - a new epoch must start at sequence 0, unless the producer is unknown here;
+//   - otherwise the batch must continue the sequence (ErrOutOfOrderSequence). An unknown
+//     producer (for example one whose batches were all deleted) may start anywhere: since
+//     KIP-360 Kafka no longer answers UNKNOWN_PRODUCER_ID for this.
+//
+// Control batches (transaction markers) only check and move the epoch. On success the change
+// is staged for commit.
+func (p *producers) check(h *batchHeader, firstOffset, lastOffset int64) (dup producerBatch, isDup bool, err error) {
+	if committed, ok := p.entries[h.producerID]; ok && !h.isControl() {
+		if b, found := committed.duplicate(h.producerEpoch, h.baseSequence, h.lastSequence()); found {
+			return b, true, nil
+		}
+	}
+	e, at := p.current(h.producerID)
+	if h.producerEpoch < e.epoch {
+		return producerBatch{}, false, fmt.Errorf("%w: producer %d epoch %d at offset %d is older than the current epoch %d",
+			ErrInvalidProducerEpoch, h.producerID, h.producerEpoch, firstOffset, e.epoch)
+	}
+	if h.isControl() {
+		e.setEpoch(h.producerEpoch)
+		p.stage(h.producerID, e, at)
+		return producerBatch{}, false, nil
+	}
+	if h.producerEpoch != e.epoch {
+		if h.baseSequence != 0 && e.epoch != noProducerEpoch {
+			return producerBatch{}, false, fmt.Errorf("%w: producer %d new epoch %d (current %d) at offset %d starts at sequence %d; want 0",
+				ErrOutOfOrderSequence, h.producerID, h.producerEpoch, e.epoch, firstOffset, h.baseSequence)
+		}
+	} else if last := e.lastSeq(); e.epoch != noProducerEpoch && !inSequence(last, h.baseSequence) {
+		return producerBatch{}, false, fmt.Errorf("%w: producer %d epoch %d at offset %d: sequence %d does not follow %d",
+			ErrOutOfOrderSequence, h.producerID, h.producerEpoch, firstOffset, h.baseSequence, last)
+	}
+	e.add(h.producerEpoch, producerBatch{firstSeq: h.baseSequence, lastSeq: h.lastSequence(), firstOffset: firstOffset, lastOffset: lastOffset})
+	p.stage(h.producerID, e, at)
+	return producerBatch{}, false, nil
+}
+
+// commit applies the staged changes.
+func (p *producers) commit() {
+	for _, s := range p.staged {
+		p.entries[s.id] = s.entry
+	}
+	p.staged = p.staged[:0]
+}
+
+// discard drops the staged changes.
+func (p *producers) discard() { p.staged = p.staged[:0] }
+
+// load applies a batch read back from disk without validation, as Kafka does when it rebuilds
+// producer state from the log.
+func (p *producers) load(h *batchHeader) {
+	e, ok := p.entries[h.producerID]
+	if !ok {
+		e = producerEntry{epoch: noProducerEpoch}
+	}
+	if h.isControl() {
+		e.setEpoch(h.producerEpoch)
+	} else {
+		e.add(h.producerEpoch, producerBatch{firstSeq: h.baseSequence, lastSeq: h.lastSequence(), firstOffset: h.baseOffset, lastOffset: h.lastOffset()})
+	}
+	p.entries[h.producerID] = e
+}

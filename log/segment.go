@@ -1,0 +1,295 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// File name suffixes of Kafka's layout.
+const (
+	logSuffix       = ".log"
+	indexSuffix     = ".index"
+	timeIndexSuffix = ".timeindex"
+)
+
+// segmentPath names a segment file by its base offset, zero-padded to 20 digits.
+func segmentPath(dir string, base int64, suffix string) string {
+	return filepath.Join(dir, fmt.Sprintf("%020d%s", base, suffix))
+}
+
+// segment is one .log file with its two indexes.
+//
+// Readers map the file read-only. The active segment is mapped once with a length covering
+// segment.bytes, so appends (pwrite through the descriptor, visible through the shared page
+// cache) never remap and slices handed out earlier stay valid; only data[:size] is ever read,
+// so the pages past the end of the file are never touched. The cost is address space, not
+// memory.
+type segment struct {
+	base   int64
+	path   string
+	f      *os.File
+	data   []byte       // shared read-only mapping; data[:size] holds whole batches
+	size   atomic.Int64 // bytes written and visible to readers; grows only under Log.mu
+	offIdx *index
+	timIdx *index
+	logger *slog.Logger
+
+	// refs counts the owning Log's list (1) plus outstanding reads. At 0 the segment is
+	// unmapped and closed; it never goes up again.
+	refs atomic.Int32
+	// release drops one reference; cached so Read hands it out without allocating.
+	release func()
+	// dirty says bytes were written since the last fsync.
+	dirty atomic.Bool
+	// sealed says the segment stopped being active and its indexes are final. Only then are
+	// they fsynced: recovery always rebuilds the indexes of the segment holding the recovery
+	// point, and that includes the active one.
+	sealed atomic.Bool
+
+	// Writer state, guarded by Log.mu.
+	next        int64     // offset after the last batch; base when empty
+	maxTs       int64     // largest batch maxTimestamp; -1 when none
+	maxTsOffset int64     // last offset of the batch holding maxTs
+	firstTs     int64     // maxTimestamp of the first batch; -1 when empty (segment.ms)
+	created     time.Time // when this process created or loaded the segment (segment.ms fallback)
+	sinceIndex  int64     // bytes appended since the last index entry
+}
+
+func newSegment(base int64, path string, f *os.File, logger *slog.Logger, now time.Time) *segment {
+	s := &segment{base: base, path: path, f: f, logger: logger, next: base, maxTs: -1, maxTsOffset: -1, firstTs: -1, created: now}
+	s.refs.Store(1)
+	s.release = s.decRef
+	return s
+}
+
+// createSegment makes the files of a new, empty active segment.
+func createSegment(dir string, base int64, cfg *Config, logger *slog.Logger, now time.Time) (*segment, error) {
+	path := segmentPath(dir, base, logSuffix)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("create segment: %w", err)
+	}
+	s := newSegment(base, path, f, logger, now)
+	if err := s.openIndexes(int64(cfg.MaxIndexBytes), true); err != nil {
+		return nil, errors.Join(err, f.Close())
+	}
+	if err := s.mapData(cfg.SegmentBytes); err != nil {
+		return nil, errors.Join(err, s.closeFiles())
+	}
+	return s, nil
+}
+
+// openSegment opens an existing segment and maps its current bytes; its indexes are opened
+// by the loader once it knows whether they are trusted.
+func openSegment(dir string, base int64, logger *slog.Logger, now time.Time) (*segment, error) {
+	path := segmentPath(dir, base, logSuffix)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open segment: %w", err)
+	}
+	s := newSegment(base, path, f, logger, now)
+	if err := s.mapData(0); err != nil {
+		return nil, errors.Join(err, f.Close())
+	}
+	return s, nil
+}
+
+// openIndexes opens both indexes, preallocated to capBytes (0: as they are).
+func (s *segment) openIndexes(capBytes int64, fresh bool) error {
+	if s.offIdx != nil {
+		if err := errors.Join(s.offIdx.close(), s.timIdx.close()); err != nil {
+			return err
+		}
+		s.offIdx, s.timIdx = nil, nil
+	}
+	oi, err := openIndex(segmentPath(filepath.Dir(s.path), s.base, indexSuffix), offsetEntrySize, capBytes, fresh)
+	if err != nil {
+		return err
+	}
+	ti, err := openIndex(segmentPath(filepath.Dir(s.path), s.base, timeIndexSuffix), timeEntrySize, capBytes, fresh)
+	if err != nil {
+		return errors.Join(err, oi.close())
+	}
+	s.offIdx, s.timIdx = oi, ti
+	return nil
+}
+
+// mapData (re)maps the file with a length covering max(file size, capacity), rounded up to
+// whole pages; it sets size to the file size. Only called before readers can see the segment.
+func (s *segment) mapData(capacity int64) error {
+	if s.data != nil {
+		if err := unix.Munmap(s.data); err != nil {
+			return fmt.Errorf("munmap segment %s: %w", s.path, err)
+		}
+		s.data = nil
+	}
+	fi, err := s.f.Stat()
+	if err != nil {
+		return fmt.Errorf("stat segment %s: %w", s.path, err)
+	}
+	s.size.Store(fi.Size())
+	length := max(fi.Size(), capacity)
+	if length > math.MaxInt32 {
+		return fmt.Errorf("segment %s: %d bytes exceeds the %d-byte limit of 32-bit positions", s.path, length, math.MaxInt32)
+	}
+	if length == 0 {
+		return nil
+	}
+	page := int64(os.Getpagesize())
+	length = (length + page - 1) / page * page
+	data, err := unix.Mmap(int(s.f.Fd()), 0, int(length), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("mmap segment %s (%d bytes): %w", s.path, length, err)
+	}
+	s.data = data
+	return nil
+}
+
+// tryRef takes a reference unless the segment is already released.
+func (s *segment) tryRef() bool {
+	for {
+		n := s.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if s.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// decRef drops a reference; the last one unmaps the segment and closes its files.
+func (s *segment) decRef() {
+	n := s.refs.Add(-1)
+	if n > 0 {
+		return
+	}
+	if n < 0 {
+		s.logger.Error("segment released more often than referenced", "segment", s.path, "refs", n)
+		return
+	}
+	if err := s.closeFiles(); err != nil {
+		s.logger.Warn("close segment", "segment", s.path, "err", err)
+	}
+}
+
+func (s *segment) closeFiles() error {
+	var errs []error
+	if s.data != nil {
+		if err := unix.Munmap(s.data); err != nil {
+			errs = append(errs, fmt.Errorf("munmap segment %s: %w", s.path, err))
+		}
+		s.data = nil
+	}
+	if s.offIdx != nil {
+		errs = append(errs, s.offIdx.close(), s.timIdx.close())
+	}
+	errs = append(errs, s.f.Close())
+	return errors.Join(errs...)
+}
+
+// sync fsyncs the segment, and its indexes once sealed.
+func (s *segment) sync() error {
+	if err := s.f.Sync(); err != nil {
+		return fmt.Errorf("fsync segment %s: %w", s.path, err)
+	}
+	if !s.sealed.Load() {
+		return nil
+	}
+	return errors.Join(s.offIdx.sync(), s.timIdx.sync())
+}
+
+// noteBatch updates the writer state for a batch written at pos and, when indexing, adds index
+// entries every interval bytes as Kafka's LogSegment.append does: the offset index maps the
+// batch's last offset to its position; the time index records the largest timestamp so far.
+func (s *segment) noteBatch(pos, size, lastOffset, maxTs, interval int64, indexing bool) {
+	if pos == 0 {
+		s.firstTs = maxTs
+	}
+	if maxTs > s.maxTs {
+		s.maxTs, s.maxTsOffset = maxTs, lastOffset
+	}
+	if indexing && s.sinceIndex > interval {
+		s.offIdx.appendOffset(lastOffset-s.base, pos)
+		s.timIdx.appendTime(s.maxTs, s.maxTsOffset-s.base, false)
+		s.sinceIndex = 0
+	}
+	s.sinceIndex += size
+	s.next = lastOffset + 1
+}
+
+// deactivate finishes the segment's indexes when it stops being the active one: the final
+// time index entry, then both files trimmed to their entries.
+func (s *segment) deactivate() error {
+	if s.maxTs >= 0 {
+		s.timIdx.appendTime(s.maxTs, s.maxTsOffset-s.base, true)
+	}
+	err := errors.Join(s.offIdx.trim(), s.timIdx.trim())
+	s.sealed.Store(true)
+	s.dirty.Store(true)
+	return err
+}
+
+// read returns whole batches starting with the first one whose last offset is >= offset, up to
+// maxBytes and stopping before any batch whose base offset is >= maxOffset. stop reports that
+// the answer is final for this segment: a batch at or past offset exists here.
+func (s *segment) read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool) (data []byte, stop bool) {
+	end := s.size.Load()
+	pos := s.offIdx.lookupPosition(offset - s.base)
+	for {
+		size, base, last, ok := s.batchAt(pos, end)
+		if !ok {
+			return nil, false
+		}
+		if last >= offset {
+			if base >= maxOffset {
+				return nil, true
+			}
+			break
+		}
+		pos += size
+	}
+	start, p := pos, pos
+	for {
+		size, base, _, ok := s.batchAt(p, end)
+		if !ok || base >= maxOffset || p+size-start > int64(maxBytes) {
+			break
+		}
+		p += size
+	}
+	if p == start {
+		size, _, _, _ := s.batchAt(start, end)
+		switch {
+		case minOneBatch:
+			p = start + size
+		case maxBytes > 0:
+			// Kafka returns the first maxBytes of an oversized batch, so consumers without
+			// KIP-74 report RecordTooLarge instead of polling forever.
+			p = start + min(size, int64(maxBytes))
+		}
+	}
+	return s.data[start:p:p], true
+}
+
+// batchAt reads the framing of the batch at pos, which must end by end.
+func (s *segment) batchAt(pos, end int64) (size, base, last int64, ok bool) {
+	if pos+batchHeaderSize > end {
+		return 0, 0, 0, false
+	}
+	b := s.data[pos:end]
+	size = logOverhead + int64(int32(beUint32(b[offBatchLength:])))
+	if size < batchHeaderSize || pos+size > end {
+		return 0, 0, 0, false
+	}
+	base = int64(beUint64(b[offBaseOffset:]))
+	last = base + int64(int32(beUint32(b[offLastOffsetDelta:])))
+	return size, base, last, true
+}

@@ -1,0 +1,279 @@
+// Package ring is the network event loop of the broker: one io_uring ring per
+// core (multishot accept, multishot recv into a provided-buffer ring,
+// sendmsg and SEND_ZC), and a netpoll (Go net) fallback behind the same
+// interface for machines where io_uring is absent or forbidden.
+//
+// Handler callbacks for one connection run on one goroutine, in order:
+// OnOpen, OnData..., OnClose. With the io_uring backend that goroutine is the
+// ring's own locked OS thread, so a handler that blocks stalls every
+// connection of that ring; hand slow work to another goroutine and answer
+// with Conn.Send.
+package ring
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+)
+
+// Backend names an event-loop implementation.
+type Backend string
+
+// Backends that Config.Backend accepts.
+const (
+	// Auto runs io_uring when it works here and netpoll otherwise.
+	Auto Backend = "auto"
+	// Uring runs one io_uring ring per event loop; Listen fails if io_uring is unusable.
+	Uring Backend = "uring"
+	// Netpoll runs on Go's net package (epoll through the runtime netpoller).
+	Netpoll Backend = "netpoll"
+)
+
+// DisableEnv, set to "1", makes io_uring look unavailable, so tests and
+// operators can force the netpoll fallback without changing the kernel.
+const DisableEnv = "RINGBROKER_IO_URING_DISABLE"
+
+// ErrClosed is returned (wrapped) by Conn.Send on a closed connection.
+var ErrClosed = errors.New("connection closed")
+
+// ParseBackend turns a config value ("auto", "uring", "netpoll"; any case,
+// "" meaning auto) into a Backend.
+func ParseBackend(s string) (Backend, error) {
+	switch b := Backend(strings.ToLower(strings.TrimSpace(s))); b {
+	case "", Auto:
+		return Auto, nil
+	case Uring, Netpoll:
+		return b, nil
+	default:
+		return "", fmt.Errorf("unknown ring backend %q; want auto, uring or netpoll", s)
+	}
+}
+
+// Config configures Listen. The zero value of every field means its default.
+type Config struct {
+	// Addr is host:port to listen on; port 0 picks one (all rings then share the picked port).
+	Addr string
+	// Backend selects the event loop; Auto when empty.
+	Backend Backend
+	// Rings is the number of event loops; 0 means runtime.NumCPU().
+	Rings int
+	// PinCPUs pins ring i's locked OS thread to CPU i % NumCPU.
+	PinCPUs bool
+	// RecvBufferSize is the size in bytes of one provided recv buffer; 0 means 64 KiB.
+	RecvBufferSize int
+	// RecvBuffers is the number of provided buffers per ring, a power of two; 0 means 512.
+	RecvBuffers int
+	// SendZCThreshold: a send of at least this many bytes uses SEND_ZC; 0 means 64 KiB;
+	// negative disables SEND_ZC.
+	SendZCThreshold int
+	// Logger receives backend selection and error logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Defaults and bounds of Config.
+const (
+	defaultRecvBufferSize  = 64 << 10
+	defaultRecvBuffers     = 512
+	defaultSendZCThreshold = 64 << 10
+	// maxRecvBuffers is the kernel's limit on entries of one provided-buffer ring.
+	maxRecvBuffers = 1 << 15
+	// maxRecvBufferSize keeps a buffer length within the 32-bit CQE result.
+	maxRecvBufferSize = 1 << 30
+	// maxRings bounds Rings against typos that would open thousands of rings.
+	maxRings = 1024
+)
+
+// withDefaults validates cfg and fills in its defaults.
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.Backend == "" {
+		cfg.Backend = Auto
+	}
+	b, err := ParseBackend(string(cfg.Backend))
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Backend = b
+	switch {
+	case cfg.Rings < 0 || cfg.Rings > maxRings:
+		return cfg, fmt.Errorf("ring config: Rings=%d; want 0..%d", cfg.Rings, maxRings)
+	case cfg.Rings == 0:
+		cfg.Rings = runtime.NumCPU()
+	}
+	switch {
+	case cfg.RecvBufferSize < 0 || cfg.RecvBufferSize > maxRecvBufferSize:
+		return cfg, fmt.Errorf("ring config: RecvBufferSize=%d; want 0..%d", cfg.RecvBufferSize, maxRecvBufferSize)
+	case cfg.RecvBufferSize == 0:
+		cfg.RecvBufferSize = defaultRecvBufferSize
+	}
+	switch {
+	case cfg.RecvBuffers < 0 || cfg.RecvBuffers > maxRecvBuffers || cfg.RecvBuffers&(cfg.RecvBuffers-1) != 0:
+		return cfg, fmt.Errorf("ring config: RecvBuffers=%d; want a power of two up to %d", cfg.RecvBuffers, maxRecvBuffers)
+	case cfg.RecvBuffers == 0:
+		cfg.RecvBuffers = defaultRecvBuffers
+	}
+	if cfg.SendZCThreshold == 0 {
+		cfg.SendZCThreshold = defaultSendZCThreshold
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return cfg, nil
+}
+
+// Handler receives connection events. All calls for one connection are made
+// from one goroutine, one at a time, in order: OnOpen, OnData..., OnClose
+// (exactly once).
+type Handler interface {
+	// OnOpen announces a new connection before any of its data.
+	OnOpen(c Conn)
+	// OnData gets bytes read from c. data is valid only until OnData returns (it is a provided
+	// buffer that is recycled). A non-nil error closes the connection at once, dropping
+	// queued sends; call c.Close and return nil to close after them instead.
+	OnData(c Conn, data []byte) error
+	// OnClose reports the end of c: err is nil when it was closed locally (Close, Shutdown),
+	// io.EOF when the peer closed it, otherwise what broke it.
+	OnClose(c Conn, err error)
+}
+
+// Conn is one accepted TCP connection.
+type Conn interface {
+	// ID is unique among the connections of one Server, starting at 1.
+	ID() uint64
+	// RemoteAddr is the peer's address.
+	RemoteAddr() net.Addr
+	// Send queues bufs to be written after everything queued before on this connection.
+	// Safe to call from any goroutine, also from inside OnData. done (may be nil) is called
+	// exactly once, from any goroutine, when the kernel no longer references bufs: after the
+	// write completed (for SEND_ZC: after the notification CQE), or when the connection closed
+	// first. bufs must not be modified until done. Returns an error if the conn is closed.
+	Send(bufs [][]byte, done func()) error
+	// Close closes the connection after the already-queued sends are written (best effort);
+	// safe from any goroutine, idempotent.
+	Close() error
+	// SetContext stores the handler's per-connection state.
+	SetContext(v any)
+	// Context returns what SetContext stored, or nil.
+	Context() any
+}
+
+// Stats are counters of one ring (or, summed, of a Server).
+type Stats struct {
+	Accepted     uint64 // connections accepted
+	Open         uint64 // connections open now
+	BytesIn      uint64 // bytes received
+	BytesOut     uint64 // bytes written to sockets
+	Sends        uint64 // send operations issued to the kernel (one may carry many Send calls)
+	ZCSends      uint64 // of Sends, those issued as SEND_ZC / SENDMSG_ZC
+	ZCCopied     uint64 // SEND_ZC notifications saying the kernel copied after all
+	PartialSends uint64 // send operations that wrote fewer bytes than asked, then resubmitted
+	CQEs         uint64 // completion queue entries reaped
+	Enters       uint64 // io_uring_enter calls of the event loop
+	Wakeups      uint64 // eventfd wake-ups from Send/Close on other goroutines
+	NoBufs       uint64 // multishot recvs that ran out of provided buffers and were re-armed
+}
+
+// add sums o into s.
+func (s *Stats) add(o Stats) {
+	s.Accepted += o.Accepted
+	s.Open += o.Open
+	s.BytesIn += o.BytesIn
+	s.BytesOut += o.BytesOut
+	s.Sends += o.Sends
+	s.ZCSends += o.ZCSends
+	s.ZCCopied += o.ZCCopied
+	s.PartialSends += o.PartialSends
+	s.CQEs += o.CQEs
+	s.Enters += o.Enters
+	s.Wakeups += o.Wakeups
+	s.NoBufs += o.NoBufs
+}
+
+// engine is one running backend.
+type engine interface {
+	addr() net.Addr
+	ringStats() []Stats
+	// shutdown stops accepting, drains, closes; after ctx is done it forces the rest.
+	shutdown(ctx context.Context) error
+}
+
+// Server is a running listener with its event loops.
+type Server struct {
+	backend Backend
+	eng     engine
+
+	shutOnce sync.Once
+	shutErr  error
+}
+
+// Listen opens the listeners and starts the event loops of cfg.Backend,
+// falling back from Auto to Netpoll (with a Warn log saying why) when io_uring
+// cannot be set up here.
+func Listen(cfg Config, h Handler) (*Server, error) {
+	if h == nil {
+		return nil, errors.New("ring listen: nil Handler")
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Backend != Netpoll {
+		eng, err := listenUring(cfg, h)
+		switch {
+		case err == nil:
+			cfg.Logger.Info("ring: io_uring backend running", "addr", eng.addr().String(), "rings", cfg.Rings,
+				"setup", eng.setupDesc, "send_zc_threshold", eng.zcThreshold)
+			return &Server{backend: Uring, eng: eng}, nil
+		case cfg.Backend == Uring || !errors.Is(err, errUnavailable):
+			return nil, err
+		}
+		cfg.Logger.Warn("ring: io_uring unavailable, falling back to netpoll", "reason", err.Error())
+	}
+	eng, err := listenNetpoll(cfg, h)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Logger.Info("ring: netpoll backend running", "addr", eng.addr().String())
+	return &Server{backend: Netpoll, eng: eng}, nil
+}
+
+// Addr is the address the server listens on (with the picked port when Config.Addr had port 0).
+func (s *Server) Addr() net.Addr { return s.eng.addr() }
+
+// Backend is the backend actually running: Uring or Netpoll.
+func (s *Server) Backend() Backend { return s.backend }
+
+// Stats sums the counters of all rings.
+func (s *Server) Stats() Stats {
+	var t Stats
+	for _, r := range s.eng.ringStats() {
+		t.add(r)
+	}
+	return t
+}
+
+// RingStats returns the counters of each ring (one entry for netpoll), to see
+// how the kernel spreads connections over the rings.
+func (s *Server) RingStats() []Stats { return s.eng.ringStats() }
+
+// Shutdown stops accepting, waits (until ctx is done) for queued sends to
+// finish, closes all connections (OnClose for each) and the rings. Data that
+// arrives after Shutdown starts is not delivered. It returns ctx's error when
+// ctx ended the wait and the rest was closed forcibly; later calls return the
+// first call's result.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.shutOnce.Do(func() { s.shutErr = s.eng.shutdown(ctx) })
+	return s.shutErr
+}
+
+// errUnavailable marks errors that mean "io_uring cannot run here", as
+// opposed to errors of the listen address, so Auto knows when to fall back.
+var errUnavailable = errors.New("io_uring unavailable")
+
+// disabledByEnv reports whether DisableEnv asks to pretend io_uring is absent.
+func disabledByEnv() bool { return os.Getenv(DisableEnv) == "1" }

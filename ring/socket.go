@@ -1,0 +1,126 @@
+package ring
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"golang.org/x/sys/unix"
+)
+
+// listenBacklog is the accept queue length asked of listen(2); the kernel
+// caps it at net.core.somaxconn.
+const listenBacklog = 4096
+
+// listenSockets opens n listening sockets on addr with SO_REUSEPORT, so the
+// kernel spreads connections over them. With port 0 the first socket picks the
+// port and the others bind the same one. It returns the fds and the bound address.
+func listenSockets(addr string, n int) ([]int, *net.TCPAddr, error) {
+	ta, err := net.ResolveTCPAddr("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("resolve listen address %q: %w", addr, err)
+	}
+	fds := make([]int, 0, n)
+	closeAll := func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}
+	var bound *net.TCPAddr
+	for i := range n {
+		fd, local, err := listenSocket(ta)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("listen socket %d of %d on %s: %w", i+1, n, ta, err)
+		}
+		fds = append(fds, fd)
+		if bound == nil {
+			bound = local
+			ta = &net.TCPAddr{IP: ta.IP, Port: local.Port, Zone: ta.Zone}
+		}
+	}
+	return fds, bound, nil
+}
+
+// listenSocket opens one SO_REUSEPORT listening socket on ta: IPv4 for a v4
+// address, dual-stack IPv6 for an unspecified one (IPv4 if the host has no IPv6).
+func listenSocket(ta *net.TCPAddr) (int, *net.TCPAddr, error) {
+	if ta.IP == nil || ta.IP.IsUnspecified() && ta.IP.To4() == nil {
+		fd, local, err := listenSocketFamily(unix.AF_INET6, ta)
+		if !errors.Is(err, unix.EAFNOSUPPORT) {
+			return fd, local, err
+		}
+		return listenSocketFamily(unix.AF_INET, &net.TCPAddr{IP: net.IPv4zero, Port: ta.Port})
+	}
+	if ta.IP.To4() != nil {
+		return listenSocketFamily(unix.AF_INET, ta)
+	}
+	return listenSocketFamily(unix.AF_INET6, ta)
+}
+
+func listenSocketFamily(family int, ta *net.TCPAddr) (int, *net.TCPAddr, error) {
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
+	if err != nil {
+		return -1, nil, fmt.Errorf("socket: %w", err)
+	}
+	fail := func(what string, err error) (int, *net.TCPAddr, error) {
+		unix.Close(fd)
+		return -1, nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+		return fail("set SO_REUSEADDR", err)
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
+		return fail("set SO_REUSEPORT", err)
+	}
+	var sa unix.Sockaddr
+	if family == unix.AF_INET {
+		s := &unix.SockaddrInet4{Port: ta.Port}
+		if ip4 := ta.IP.To4(); ip4 != nil {
+			copy(s.Addr[:], ip4)
+		}
+		sa = s
+	} else {
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 0); err != nil {
+			return fail("clear IPV6_V6ONLY", err)
+		}
+		s := &unix.SockaddrInet6{Port: ta.Port}
+		if ta.IP != nil {
+			copy(s.Addr[:], ta.IP.To16())
+		}
+		if ta.Zone != "" {
+			ifi, err := net.InterfaceByName(ta.Zone)
+			if err != nil {
+				return fail("resolve zone "+ta.Zone, err)
+			}
+			s.ZoneId = uint32(ifi.Index)
+		}
+		sa = s
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		return fail("bind", err)
+	}
+	if err := unix.Listen(fd, listenBacklog); err != nil {
+		return fail("listen", err)
+	}
+	local, err := unix.Getsockname(fd)
+	if err != nil {
+		return fail("getsockname", err)
+	}
+	return fd, sockaddrToTCP(local), nil
+}
+
+// sockaddrToTCP converts a socket address to a *net.TCPAddr; v4-mapped IPv6
+// addresses come out as IPv4.
+func sockaddrToTCP(sa unix.Sockaddr) *net.TCPAddr {
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return net.TCPAddrFromAddrPort(netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port)))
+	case *unix.SockaddrInet6:
+		ip := netip.AddrFrom16(a.Addr).Unmap()
+		return net.TCPAddrFromAddrPort(netip.AddrPortFrom(ip, uint16(a.Port)))
+	default:
+		return &net.TCPAddr{}
+	}
+}

@@ -1,0 +1,838 @@
+package ring
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+
+	"github.com/pawelgaczynski/giouring"
+	"golang.org/x/sys/unix"
+
+	"ringbroker/internal/affinity"
+)
+
+// Ring geometry.
+const (
+	// sqEntries is the submission queue size; the kernel makes the CQ twice as large,
+	// and with FEAT_NODROP an overflowing CQ is buffered, not dropped.
+	sqEntries = 1024
+	// cqeBatch is how many completions one peek takes.
+	cqeBatch = 256
+	// bufGroup is the provided-buffer group id; each ring has its own group space.
+	bufGroup = 0
+	// acceptRetryNanos is the pause before re-arming an accept that failed for lack of
+	// resources (EMFILE, ENFILE, ENOMEM), instead of spinning on the same error.
+	acceptRetryNanos = 100_000_000
+)
+
+// opKind is the top byte of a CQE's user_data; the low bits carry an index.
+type opKind uint8
+
+const (
+	kindAccept      opKind = iota + 1 // multishot accept on the ring's listener
+	kindAcceptRetry                   // timeout before re-arming accept
+	kindRecv                          // multishot recv; index = conn slot
+	kindSend                          // send op; index = sendOp index
+	kindWake                          // eventfd read
+	kindCancel                        // cancel of all ops on a conn's fd; index = conn slot
+	kindIgnore                        // completions whose result is not needed
+)
+
+// zcFlags asks SEND_ZC notifications to say when the kernel copied anyway
+// (loopback always does), where the kernel supports it.
+func zcFlags(reportUsage bool) uint16 {
+	if reportUsage {
+		return giouring.SendZCReportUsage
+	}
+	return 0
+}
+
+func userData(k opKind, idx uint32) uint64 { return uint64(k)<<56 | uint64(idx) }
+
+func splitUserData(ud uint64) (opKind, uint32) { return opKind(ud >> 56), uint32(ud) }
+
+// uringServer runs one ring per event loop, each on its own listener.
+type uringServer struct {
+	h           Handler
+	log         *slog.Logger
+	bound       *net.TCPAddr
+	rings       []*uring
+	nextID      atomic.Uint64
+	setupDesc   string // setup flags the rings got, for logs
+	zcThreshold int    // effective SEND_ZC threshold; 0 means disabled
+}
+
+// listenUring opens cfg.Rings listeners and rings. Errors that mean io_uring
+// cannot run here wrap errUnavailable.
+func listenUring(cfg Config, h Handler) (*uringServer, error) {
+	if disabledByEnv() {
+		return nil, fmt.Errorf("%w: %s=1", errUnavailable, DisableEnv)
+	}
+	zcReport, err := checkKernel()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errUnavailable, err)
+	}
+	fds, bound, err := listenSockets(cfg.Addr, cfg.Rings)
+	if err != nil {
+		return nil, err
+	}
+	s := &uringServer{h: h, log: cfg.Logger, bound: bound}
+	ready := make(chan error, len(fds))
+	start := make(chan bool, len(fds))
+	for i, fd := range fds {
+		r := &uring{
+			srv:     s,
+			idx:     i,
+			lfd:     fd,
+			pin:     cfg.PinCPUs,
+			bufSize: cfg.RecvBufferSize,
+			nbufs:   cfg.RecvBuffers,
+			zcWant:  cfg.SendZCThreshold,
+			zcFlags: zcFlags(zcReport),
+			exitCh:  make(chan struct{}),
+		}
+		s.rings = append(s.rings, r)
+		go r.run(ready, start)
+	}
+	var firstErr error
+	for range fds {
+		if err := <-ready; err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	for range fds {
+		start <- firstErr == nil
+	}
+	if firstErr != nil {
+		for _, r := range s.rings {
+			<-r.exitCh
+		}
+		return nil, fmt.Errorf("%w: %w", errUnavailable, firstErr)
+	}
+	s.setupDesc = s.rings[0].setupDesc
+	s.zcThreshold = s.rings[0].zcThreshold
+	return s, nil
+}
+
+func (s *uringServer) addr() net.Addr { return s.bound }
+
+func (s *uringServer) ringStats() []Stats {
+	out := make([]Stats, len(s.rings))
+	for i, r := range s.rings {
+		out[i] = r.st.snapshot()
+	}
+	return out
+}
+
+func (s *uringServer) shutdown(ctx context.Context) error {
+	for _, r := range s.rings {
+		r.drainReq.Store(true)
+		r.kick()
+	}
+	var err error
+	for _, r := range s.rings {
+		select {
+		case <-r.exitCh:
+			continue
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		break
+	}
+	if err != nil {
+		for _, r := range s.rings {
+			r.forceReq.Store(true)
+			r.kick()
+		}
+		for _, r := range s.rings {
+			<-r.exitCh
+		}
+	}
+	return err
+}
+
+// checkKernel rejects kernels older than 6.0, which lack multishot recv, and
+// reports whether SEND_ZC can report copies (IORING_SEND_ZC_REPORT_USAGE, 6.2).
+func checkKernel() (zcReportUsage bool, err error) {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return false, fmt.Errorf("uname: %w", err)
+	}
+	rel := unix.ByteSliceToString(u.Release[:])
+	major, minor, ok := parseKernelRelease(rel)
+	if !ok {
+		return false, fmt.Errorf("cannot parse kernel release %q", rel)
+	}
+	if major < 6 {
+		return false, fmt.Errorf("kernel %s lacks multishot recv; want 6.0 or later", rel)
+	}
+	return major > 6 || minor >= 2, nil
+}
+
+// parseKernelRelease reads "6.18.44-foo" as 6, 18.
+func parseKernelRelease(rel string) (major, minor int, ok bool) {
+	parts := strings.SplitN(rel, ".", 3)
+	if len(parts) < 2 {
+		return 0, 0, false
+	}
+	major, err1 := strconv.Atoi(parts[0])
+	minorStr := parts[1]
+	if i := strings.IndexFunc(minorStr, func(r rune) bool { return r < '0' || r > '9' }); i >= 0 {
+		minorStr = minorStr[:i]
+	}
+	minor, err2 := strconv.Atoi(minorStr)
+	return major, minor, err1 == nil && err2 == nil
+}
+
+// ringCounters are one ring's Stats, written by its loop and read by Stats.
+type ringCounters struct {
+	accepted, open, bytesIn, bytesOut, sends, zcSends, zcCopied atomic.Uint64
+	partialSends, cqes, enters, wakeups, noBufs                 atomic.Uint64
+}
+
+func (c *ringCounters) snapshot() Stats {
+	return Stats{
+		Accepted: c.accepted.Load(), Open: c.open.Load(), BytesIn: c.bytesIn.Load(),
+		BytesOut: c.bytesOut.Load(), Sends: c.sends.Load(), ZCSends: c.zcSends.Load(),
+		ZCCopied: c.zcCopied.Load(), PartialSends: c.partialSends.Load(), CQEs: c.cqes.Load(),
+		Enters: c.enters.Load(), Wakeups: c.wakeups.Load(), NoBufs: c.noBufs.Load(),
+	}
+}
+
+// uring is one event loop: a ring, its listener, its provided buffers and its
+// connections. Fields below "loop-owned" are touched only by the loop goroutine.
+type uring struct {
+	srv     *uringServer
+	idx     int
+	lfd     int // listening socket; -1 once closed
+	pin     bool
+	bufSize int
+	nbufs   int
+	zcWant  int    // Config.SendZCThreshold
+	zcFlags uint16 // SEND_ZC flags (sqe ioprio)
+
+	ring        *giouring.Ring
+	setupDesc   string
+	zcThreshold int // 0: SEND_ZC off (disabled or unsupported)
+	efd         int // eventfd that wakes the loop; -1 once closed
+
+	// Kernel-visible memory, all off-heap.
+	bufMem  []byte // nbufs recv buffers of bufSize bytes
+	brMem   []byte // the provided-buffer ring
+	br      *giouring.BufAndRing
+	brMask  int
+	misc    []byte // eventfd read target and the accept-retry timespec
+	opMem   [][]byte
+	cqes    []*giouring.CompletionQueueEvent
+	loopErr error
+
+	// loop-owned
+	conns        []*uconn // by slot; nil when free
+	freeSlots    []uint32
+	live         int // non-nil entries of conns
+	ops          []*sendOp
+	freeOps      []uint32
+	acceptArmed  bool // a multishot accept is in flight
+	acceptTimer  bool // an accept-retry timeout is in flight
+	wakeArmed    bool // an eventfd read is in flight
+	draining     bool
+	forced       bool
+	stopping     bool // the loop is exiting: do not re-arm the wake-up read
+	pendingLocal []*uconn
+
+	drainReq atomic.Bool // Shutdown began
+	forceReq atomic.Bool // Shutdown's ctx ended: close everything now
+	exitCh   chan struct{}
+	st       ringCounters
+
+	mu       sync.Mutex
+	pending  []*uconn // guarded by mu: conns with new sends or a Close request
+	sleeping bool     // guarded by mu: the loop is blocked (or about to block) in io_uring_enter
+	signaled bool     // guarded by mu: an eventfd write is outstanding, its read will wake the loop
+	exited   bool     // guarded by mu: efd is closed; never write to it again
+}
+
+// run is the ring goroutine: set up, report on ready, wait for start, loop, tear down.
+func (r *uring) run(ready chan<- error, start <-chan bool) {
+	defer close(r.exitCh)
+	// The thread stays locked until the goroutine ends, so it exits with it:
+	// a pinned thread never goes back to the runtime's pool.
+	runtime.LockOSThread()
+	err := r.setup()
+	ready <- err
+	if !<-start || err != nil {
+		r.release()
+		return
+	}
+	r.loop()
+	r.release()
+}
+
+// setup creates the ring on the calling (locked) thread, registers the
+// provided-buffer ring and arms accept and the wake-up read.
+func (r *uring) setup() error {
+	if r.pin {
+		if err := affinity.PinThread(r.idx); err != nil {
+			return fmt.Errorf("ring %d: %w", r.idx, err)
+		}
+	}
+	attempts := []struct {
+		flags uint32
+		desc  string
+	}{
+		{giouring.SetupSingleIssuer | giouring.SetupDeferTaskrun, "single_issuer|defer_taskrun"},
+		{giouring.SetupCoopTaskrun, "coop_taskrun"},
+		{0, "none"},
+	}
+	var errs []string
+	for _, a := range attempts {
+		ring := giouring.NewRing()
+		err := ring.QueueInit(sqEntries, a.flags)
+		if err == nil {
+			r.ring, r.setupDesc = ring, a.desc
+			break
+		}
+		errs = append(errs, fmt.Sprintf("%s: %v", a.desc, err))
+		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSYS) {
+			break
+		}
+	}
+	if r.ring == nil {
+		return fmt.Errorf("ring %d: io_uring_setup(%d entries): %s", r.idx, sqEntries, strings.Join(errs, "; "))
+	}
+	probe, err := r.ring.GetProbeRing()
+	if err != nil {
+		return fmt.Errorf("ring %d: probe opcodes: %w", r.idx, err)
+	}
+	for _, op := range []uint8{giouring.OpAccept, giouring.OpRecv, giouring.OpSend, giouring.OpSendmsg,
+		giouring.OpRead, giouring.OpAsyncCancel, giouring.OpTimeout} {
+		if !probe.IsSupported(op) {
+			return fmt.Errorf("ring %d: kernel lacks io_uring opcode %d", r.idx, op)
+		}
+	}
+	if r.zcWant > 0 && probe.IsSupported(giouring.OpSendZC) && probe.IsSupported(giouring.OpSendMsgZC) {
+		r.zcThreshold = r.zcWant
+	}
+	if r.bufMem, err = offHeap(r.nbufs * r.bufSize); err != nil {
+		return fmt.Errorf("ring %d: recv buffers: %w", r.idx, err)
+	}
+	if r.brMem, err = offHeap(r.nbufs * int(unsafe.Sizeof(giouring.BufAndRing{}))); err != nil {
+		return fmt.Errorf("ring %d: buffer ring: %w", r.idx, err)
+	}
+	reg := giouring.BufReg{RingAddr: uint64(uintptr(unsafe.Pointer(&r.brMem[0]))), RingEntries: uint32(r.nbufs), Bgid: bufGroup}
+	if _, err := r.ring.RegisterBufferRing(&reg, 0); err != nil {
+		freeOffHeap(r.brMem)
+		r.brMem = nil
+		return fmt.Errorf("ring %d: register provided-buffer ring of %d entries: %w", r.idx, r.nbufs, err)
+	}
+	r.br = (*giouring.BufAndRing)(unsafe.Pointer(&r.brMem[0]))
+	r.br.BufRingInit()
+	r.brMask = giouring.BufRingMask(uint32(r.nbufs))
+	for i := range r.nbufs {
+		r.br.BufRingAdd(r.bufAddr(uint16(i)), uint32(r.bufSize), uint16(i), r.brMask, i)
+	}
+	r.br.BufRingAdvance(r.nbufs)
+	if r.misc, err = offHeap(64); err != nil {
+		return fmt.Errorf("ring %d: %w", r.idx, err)
+	}
+	ts := (*unix.Timespec)(unsafe.Pointer(&r.misc[16]))
+	*ts = unix.NsecToTimespec(acceptRetryNanos)
+	if r.efd, err = unix.Eventfd(0, unix.EFD_CLOEXEC); err != nil {
+		r.efd = -1
+		return fmt.Errorf("ring %d: eventfd: %w", r.idx, err)
+	}
+	r.cqes = make([]*giouring.CompletionQueueEvent, cqeBatch)
+	r.armAccept()
+	r.armWake()
+	if _, err := r.ring.Submit(); err != nil {
+		return fmt.Errorf("ring %d: first submit: %w", r.idx, err)
+	}
+	return nil
+}
+
+// release frees everything setup made. The kernel has finished with the
+// memory: no op is in flight any more, or the ring is already closed.
+func (r *uring) release() {
+	for _, op := range r.ops {
+		if op.conn != nil {
+			r.releaseOp(op)
+		}
+	}
+	r.mu.Lock()
+	r.exited = true
+	if r.efd >= 0 {
+		unix.Close(r.efd)
+		r.efd = -1
+	}
+	r.mu.Unlock()
+	if r.lfd >= 0 {
+		unix.Close(r.lfd)
+		r.lfd = -1
+	}
+	if r.ring != nil {
+		if r.br != nil {
+			_, _ = r.ring.UnregisterBufferRing(bufGroup)
+		}
+		r.ring.QueueExit()
+		r.ring = nil
+	}
+	freeOffHeap(r.bufMem)
+	freeOffHeap(r.brMem)
+	freeOffHeap(r.misc)
+	for _, m := range r.opMem {
+		freeOffHeap(m)
+	}
+	r.bufMem, r.brMem, r.misc, r.opMem, r.br = nil, nil, nil, nil, nil
+	if r.loopErr != nil {
+		r.srv.log.Error("ring: event loop failed", "ring", r.idx, "err", r.loopErr)
+	}
+}
+
+func (r *uring) bufAddr(bid uint16) uintptr {
+	return uintptr(unsafe.Pointer(&r.bufMem[int(bid)*r.bufSize]))
+}
+
+// loop runs until Shutdown's drain (or force) has closed every connection.
+func (r *uring) loop() {
+	for {
+		r.processPending()
+		r.control()
+		if r.finished() {
+			r.stopping = true
+			r.stopWake()
+			return
+		}
+		r.mu.Lock()
+		sleep := len(r.pending) == 0
+		r.sleeping = sleep
+		r.mu.Unlock()
+		err := r.enter(sleep)
+		if sleep {
+			r.mu.Lock()
+			r.sleeping = false
+			r.mu.Unlock()
+		}
+		if err != nil {
+			r.loopErr = err
+			r.forceReq.Store(true)
+			r.drainReq.Store(true)
+		}
+		r.reap()
+	}
+}
+
+// enter submits queued SQEs and collects completions, blocking for one when wait.
+// Interruptions are not errors; any other failure is returned.
+func (r *uring) enter(wait bool) error {
+	var err error
+	if wait {
+		_, err = r.ring.SubmitAndWait(1)
+	} else {
+		_, err = r.ring.SubmitAndGetEvents()
+	}
+	r.st.enters.Add(1)
+	switch {
+	case err == nil, errors.Is(err, unix.EINTR), errors.Is(err, unix.EAGAIN), errors.Is(err, unix.EBUSY), errors.Is(err, unix.ETIME):
+		return nil
+	default:
+		return fmt.Errorf("ring %d: io_uring_enter(wait=%v): %w", r.idx, wait, err)
+	}
+}
+
+// sqe returns a zeroed submission entry, submitting to make room when the SQ is full.
+func (r *uring) sqe() *giouring.SubmissionQueueEntry {
+	for {
+		if e := r.ring.GetSQE(); e != nil {
+			*e = giouring.SubmissionQueueEntry{}
+			return e
+		}
+		_, _ = r.ring.SubmitAndGetEvents()
+	}
+}
+
+func (r *uring) armAccept() {
+	e := r.sqe()
+	e.OpCode = giouring.OpAccept
+	e.Fd = int32(r.lfd)
+	e.OpcodeFlags = unix.SOCK_CLOEXEC
+	e.IoPrio = giouring.AcceptMultishot
+	e.UserData = userData(kindAccept, 0)
+	r.acceptArmed = true
+}
+
+func (r *uring) armAcceptRetry() {
+	e := r.sqe()
+	e.OpCode = giouring.OpTimeout
+	e.Fd = -1
+	e.Addr = uint64(uintptr(unsafe.Pointer(&r.misc[16])))
+	e.Len = 1
+	e.UserData = userData(kindAcceptRetry, 0)
+	r.acceptTimer = true
+}
+
+func (r *uring) armWake() {
+	e := r.sqe()
+	e.OpCode = giouring.OpRead
+	e.Fd = int32(r.efd)
+	e.Addr = uint64(uintptr(unsafe.Pointer(&r.misc[0])))
+	e.Len = 8
+	e.UserData = userData(kindWake, 0)
+	r.wakeArmed = true
+}
+
+func (r *uring) armRecv(c *uconn) {
+	e := r.sqe()
+	e.OpCode = giouring.OpRecv
+	e.Fd = int32(c.fd)
+	e.IoPrio = giouring.RecvMultishot
+	e.Flags = giouring.SqeBufferSelect
+	e.BufIG = bufGroup
+	e.UserData = userData(kindRecv, c.slot)
+	c.recvArmed = true
+}
+
+// cancel submits a cancel of the op with user data target.
+func (r *uring) cancel(target uint64) {
+	e := r.sqe()
+	e.OpCode = giouring.OpAsyncCancel
+	e.Fd = -1
+	e.Addr = target
+	e.UserData = userData(kindIgnore, 0)
+}
+
+// kick wakes the loop so it sees drainReq/forceReq.
+func (r *uring) kick() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.exited {
+		r.signaled = true
+		r.writeEventfd()
+	}
+}
+
+// post queues c for the loop (new sends or a Close) and wakes the loop if it sleeps.
+func (r *uring) post(c *uconn) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pending = append(r.pending, c)
+	if r.sleeping && !r.signaled && !r.exited {
+		r.signaled = true
+		r.writeEventfd()
+	}
+}
+
+// writeEventfd adds 1 to the eventfd; called with mu held so the fd cannot close meanwhile.
+func (r *uring) writeEventfd() {
+	one := [8]byte{1}
+	for {
+		_, err := unix.Write(r.efd, one[:])
+		if err != unix.EINTR {
+			return
+		}
+	}
+}
+
+// stopWake cancels the eventfd read and waits for it, so no op is left in flight.
+func (r *uring) stopWake() {
+	if r.wakeArmed {
+		r.cancel(userData(kindWake, 0))
+	}
+	for r.wakeArmed {
+		if err := r.enter(true); err != nil {
+			r.loopErr = err
+			return
+		}
+		r.reap()
+	}
+}
+
+// control applies Shutdown's requests.
+func (r *uring) control() {
+	if !r.draining && r.drainReq.Load() {
+		r.draining = true
+		switch {
+		case r.acceptArmed:
+			r.cancel(userData(kindAccept, 0))
+		case r.acceptTimer:
+			r.cancel(userData(kindAcceptRetry, 0))
+		default:
+			r.closeListener()
+		}
+		for _, c := range r.conns {
+			if c != nil && !c.torn {
+				c.closing = true
+				r.pump(c)
+			}
+		}
+	}
+	if !r.forced && r.forceReq.Load() {
+		r.forced = true
+		for _, c := range r.conns {
+			if c != nil && !c.torn {
+				r.closeConn(c, nil, true)
+			}
+		}
+	}
+}
+
+func (r *uring) closeListener() {
+	if r.lfd >= 0 {
+		unix.Close(r.lfd)
+		r.lfd = -1
+	}
+}
+
+// finished reports whether the loop may exit: draining, listener closed, and
+// every connection gone (when forced: gone but for SEND_ZC notifications; release
+// then drops those buffers without waiting).
+func (r *uring) finished() bool {
+	if !r.draining || r.acceptArmed || r.acceptTimer {
+		return false
+	}
+	if r.live == 0 {
+		return true
+	}
+	if !r.forced {
+		return false
+	}
+	for _, c := range r.conns {
+		if c != nil && !c.fdClosed {
+			return false
+		}
+	}
+	return true
+}
+
+// processPending moves sends and Close requests posted by Conn methods into
+// the loop-owned queues and starts sends.
+func (r *uring) processPending() {
+	r.mu.Lock()
+	p := r.pending
+	r.pending = r.pendingLocal[:0]
+	r.mu.Unlock()
+	for _, c := range p {
+		c.mu.Lock()
+		q := c.queue
+		c.queue = c.queueSpare[:0]
+		closeReq := c.closeReq
+		c.queued = false
+		c.mu.Unlock()
+		if c.torn {
+			for _, it := range q {
+				it.release()
+			}
+		} else {
+			c.outq = append(c.outq, q...)
+			if closeReq {
+				c.closing = true
+			}
+			r.pump(c)
+		}
+		clear(q)
+		c.queueSpare = q[:0]
+	}
+	clear(p)
+	r.pendingLocal = p[:0]
+}
+
+// reap handles every completion available now.
+func (r *uring) reap() {
+	for {
+		n := r.ring.PeekBatchCQE(r.cqes)
+		if n == 0 {
+			return
+		}
+		for _, cqe := range r.cqes[:n] {
+			r.handle(cqe.UserData, cqe.Res, cqe.Flags)
+		}
+		r.ring.CQAdvance(n)
+		r.st.cqes.Add(uint64(n))
+	}
+}
+
+func (r *uring) handle(ud uint64, res int32, flags uint32) {
+	kind, idx := splitUserData(ud)
+	switch kind {
+	case kindAccept:
+		r.onAccept(res, flags)
+	case kindAcceptRetry:
+		r.acceptTimer = false
+		if r.draining {
+			r.closeListener()
+		} else {
+			r.armAccept()
+		}
+	case kindRecv:
+		r.onRecv(r.conns[idx], res, flags)
+	case kindSend:
+		r.onSend(r.ops[idx], res, flags)
+	case kindWake:
+		r.wakeArmed = false
+		r.mu.Lock()
+		r.signaled = false
+		r.mu.Unlock()
+		r.st.wakeups.Add(1)
+		if !r.stopping && res != -int32(unix.ECANCELED) {
+			r.armWake()
+		}
+	case kindCancel:
+		c := r.conns[idx]
+		c.cancelPending = false
+		r.maybeFree(c)
+	case kindIgnore:
+	}
+}
+
+func (r *uring) onAccept(res int32, flags uint32) {
+	if flags&giouring.CQEFMore == 0 {
+		r.acceptArmed = false
+	}
+	if res >= 0 {
+		if r.draining {
+			unix.Close(int(res))
+		} else {
+			r.openConn(int(res))
+		}
+	}
+	if r.acceptArmed {
+		return
+	}
+	errno := syscall.Errno(-res)
+	switch {
+	case r.draining:
+		r.closeListener()
+	case res >= 0 || errno == unix.ECONNABORTED || errno == unix.EINTR || errno == unix.EAGAIN:
+		r.armAccept()
+	default:
+		r.srv.log.Warn("ring: accept failed, retrying", "ring", r.idx, "err", errno.Error(), "retry_in", "100ms")
+		r.armAcceptRetry()
+	}
+}
+
+func (r *uring) openConn(fd int) {
+	sa, err := unix.Getpeername(fd)
+	if err != nil {
+		unix.Close(fd) // the peer left before we saw it
+		return
+	}
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	c := &uconn{r: r, id: r.srv.nextID.Add(1), fd: fd, remote: sockaddrToTCP(sa)}
+	if n := len(r.freeSlots); n > 0 {
+		c.slot = r.freeSlots[n-1]
+		r.freeSlots = r.freeSlots[:n-1]
+		r.conns[c.slot] = c
+	} else {
+		c.slot = uint32(len(r.conns))
+		r.conns = append(r.conns, c)
+	}
+	r.live++
+	r.st.accepted.Add(1)
+	r.st.open.Add(1)
+	r.srv.h.OnOpen(c)
+	if !c.torn {
+		r.armRecv(c)
+	}
+}
+
+func (r *uring) onRecv(c *uconn, res int32, flags uint32) {
+	if flags&giouring.CQEFMore == 0 {
+		c.recvArmed = false
+	}
+	if flags&giouring.CQEFBuffer != 0 {
+		bid := uint16(flags >> giouring.CQEBufferShift)
+		if res > 0 {
+			r.st.bytesIn.Add(uint64(res))
+			if c.readable() {
+				off := int(bid) * r.bufSize
+				if err := r.srv.h.OnData(c, r.bufMem[off:off+int(res):off+int(res)]); err != nil {
+					r.closeConn(c, err, true)
+				}
+			}
+		}
+		r.br.BufRingAdd(r.bufAddr(bid), uint32(r.bufSize), bid, r.brMask, 0)
+		r.br.BufRingAdvance(1)
+	}
+	errno := syscall.Errno(-res)
+	switch {
+	case res > 0 || errno == unix.ENOBUFS:
+		if !c.recvArmed && !c.torn {
+			if errno == unix.ENOBUFS {
+				r.st.noBufs.Add(1)
+			}
+			r.armRecv(c)
+		}
+	case res == 0:
+		r.closeConn(c, io.EOF, true)
+	case errno == unix.ECANCELED:
+	default:
+		r.closeConn(c, fmt.Errorf("recv on conn %d from %s: %w", c.id, c.remote, errno), true)
+	}
+	r.maybeFree(c)
+}
+
+// closeConn tears c down: no more Sends, queued sends released, in-flight ops
+// cancelled, OnClose called. abort drops unsent data with an RST (SO_LINGER 0),
+// which also makes the kernel release SEND_ZC pages promptly. The fd closes
+// once its ops have completed (maybeFree).
+func (r *uring) closeConn(c *uconn, err error, abort bool) {
+	if c.torn {
+		return
+	}
+	c.torn = true
+	c.mu.Lock()
+	c.closed = true
+	q := c.queue
+	c.queue = nil
+	c.mu.Unlock()
+	for _, it := range q {
+		it.release()
+	}
+	for _, it := range c.outq {
+		it.release()
+	}
+	c.outq = nil
+	if abort {
+		_ = unix.SetsockoptLinger(c.fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
+	}
+	if c.recvArmed || c.inflight != nil {
+		_ = unix.Shutdown(c.fd, unix.SHUT_RDWR)
+		e := r.sqe()
+		e.OpCode = giouring.OpAsyncCancel
+		e.Fd = int32(c.fd)
+		e.OpcodeFlags = giouring.AsyncCancelFd | giouring.AsyncCancelAll
+		e.UserData = userData(kindCancel, c.slot)
+		c.cancelPending = true
+	}
+	r.st.open.Add(^uint64(0))
+	r.srv.h.OnClose(c, err)
+	r.maybeFree(c)
+}
+
+// maybeFree closes c's fd once no op on it is in flight, and frees its slot
+// once the kernel has also sent every SEND_ZC notification.
+func (r *uring) maybeFree(c *uconn) {
+	if !c.torn || c.recvArmed || c.inflight != nil || c.cancelPending || c.freed {
+		return
+	}
+	if !c.fdClosed {
+		unix.Close(c.fd)
+		c.fdClosed = true
+	}
+	if c.zcPending > 0 {
+		return
+	}
+	c.freed = true
+	r.conns[c.slot] = nil
+	r.freeSlots = append(r.freeSlots, c.slot)
+	r.live--
+}
