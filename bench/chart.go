@@ -13,7 +13,7 @@ const (
 	chartWidth   = 960
 	panelHeight  = 400
 	marginLeft   = 78
-	marginRight  = 150 // room for the legend
+	marginRight  = 210 // room for the legend
 	marginTop    = 44
 	marginBottom = 52
 )
@@ -38,8 +38,8 @@ func ChartSVG(runs []*Result) string {
 		title  string
 		curves [][]Point
 	}
-	pub := panel{title: "Publish latency (intended send → ack)"}
-	e2e := panel{title: "End-to-end latency (intended send → consume)"}
+	pub := panel{title: "Publish latency (intended send → ack)" + workloadSuffix(runs)}
+	e2e := panel{title: "End-to-end latency (intended send → consume)" + workloadSuffix(runs)}
 	hasE2E := false
 	for _, r := range runs {
 		pub.curves = append(pub.curves, r.Publish.Latency.Curve)
@@ -89,10 +89,11 @@ func drawPanel(b *strings.Builder, top float64, title string, names []string, cu
 	if math.IsInf(loMs, 0) {
 		loMs, hiMs = 0.1, 10
 	}
-	lo, hi := math.Floor(math.Log10(loMs)), math.Ceil(math.Log10(hiMs))
-	if hi <= lo {
-		hi = lo + 1
+	loMs, hiMs = niceFloor(loMs), niceCeil(hiMs)
+	if hiMs <= loMs {
+		hiMs = niceCeil(loMs * 1.01)
 	}
+	lo, hi := math.Log10(loMs), math.Log10(hiMs)
 	sx := func(x float64) float64 { return x0 + (x1-x0)*x/maxX }
 	sy := func(ms float64) float64 {
 		return y1 - (y1-y0)*(math.Log10(max(ms, 0.001))-lo)/(hi-lo)
@@ -103,10 +104,10 @@ func drawPanel(b *strings.Builder, top float64, title string, names []string, cu
 	// Grid and y labels at 1, 2, 5 of each decade.
 	b.WriteString(`<g stroke="#e3e3e3" stroke-width="1">` + "\n")
 	var ylabels strings.Builder
-	for d := lo; d <= hi; d++ {
+	for d := math.Floor(lo); d <= math.Ceil(hi); d++ {
 		for _, m := range []float64{1, 2, 5} {
 			v := m * math.Pow(10, d)
-			if math.Log10(v) > hi+1e-9 {
+			if l := math.Log10(v); l < lo-1e-9 || l > hi+1e-9 {
 				continue
 			}
 			y := sy(v)
@@ -170,11 +171,36 @@ func drawPanel(b *strings.Builder, top float64, title string, names []string, cu
 		fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="3"/>`+"\n", f1(lx), f1(ly), f1(lx+22), f1(ly), color)
 		label := name
 		if len(curves[i]) == 0 {
-			label += " (none)"
+			label += " (no data)"
 		}
-		fmt.Fprintf(b, `<text x="%s" y="%s" dominant-baseline="middle">%s</text>`+"\n", f1(lx+28), f1(ly), html.EscapeString(truncLabel(label, 16)))
+		fmt.Fprintf(b, `<text x="%s" y="%s" dominant-baseline="middle">%s</text>`+"\n", f1(lx+28), f1(ly), html.EscapeString(truncLabel(label, 28)))
 	}
 	fmt.Fprintf(b, `<text x="%s" y="%s" fill="#666" font-size="11">● max</text>`+"\n", f1(lx), f1(y0+10+float64(len(names))*22+6))
+}
+
+// niceSteps are the mantissas of axis bounds and grid lines.
+var niceSteps = [...]float64{1, 2, 5, 10}
+
+// niceFloor returns the largest 1, 2 or 5 times a power of ten at or below v > 0.
+func niceFloor(v float64) float64 {
+	e := math.Pow(10, math.Floor(math.Log10(v)))
+	for i := len(niceSteps) - 1; i >= 0; i-- {
+		if niceSteps[i]*e <= v*(1+1e-9) {
+			return niceSteps[i] * e
+		}
+	}
+	return e
+}
+
+// niceCeil returns the smallest 1, 2 or 5 times a power of ten at or above v > 0.
+func niceCeil(v float64) float64 {
+	e := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range niceSteps {
+		if m*e >= v*(1-1e-9) {
+			return m * e
+		}
+	}
+	return 10 * e
 }
 
 // nines labels the x position of an HdrHistogram axis: 0 → "0%", 1 → "90%", 3 → "99.9%".
@@ -197,4 +223,21 @@ func truncLabel(s string, n int) string {
 		return s
 	}
 	return string(r[:n-1]) + "…"
+}
+
+// workloadSuffix names the workload in chart titles when all runs share one.
+func workloadSuffix(runs []*Result) string {
+	if len(runs) == 0 {
+		return ""
+	}
+	name := runs[0].Workload.Name
+	for _, r := range runs[1:] {
+		if r.Workload.Name != name {
+			return ""
+		}
+	}
+	if name == "" {
+		return ""
+	}
+	return " · " + name
 }

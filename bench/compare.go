@@ -167,9 +167,11 @@ func WriteComparisonHTML(out io.Writer, runs []*Result) error {
 <html lang="en"><head><meta charset="utf-8">
 <title>ringbench: ` + html.EscapeString(strings.Join(names, " vs ")) + `</title>
 <style>
-body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1000px;color:#222}
-table{border-collapse:collapse;font-variant-numeric:tabular-nums;margin:1em 0}
-th,td{padding:.25em .8em;border-bottom:1px solid #ddd;text-align:right}
+body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
+h1{font-size:1.5em}
+div.t{overflow-x:auto}
+table{border-collapse:collapse;font-variant-numeric:tabular-nums;margin:1em 0;font-size:.92em}
+th,td{padding:.25em .8em;border-bottom:1px solid #ddd;text-align:right;white-space:nowrap}
 th:first-child,td:first-child{text-align:left}
 thead th{border-bottom:2px solid #888}
 p.note{color:#555;font-size:.9em}
@@ -177,7 +179,7 @@ p.note{color:#555;font-size:.9em}
 <h1>ringbench: ` + html.EscapeString(strings.Join(names, " vs ")) + `</h1>
 `)
 	b.WriteString(ChartSVG(runs))
-	b.WriteString("\n<table>\n<thead><tr>")
+	b.WriteString("\n<div class=\"t\"><table>\n<thead><tr>")
 	for _, h := range header {
 		b.WriteString("<th>" + html.EscapeString(h) + "</th>")
 	}
@@ -189,7 +191,7 @@ p.note{color:#555;font-size:.9em}
 		}
 		b.WriteString("</tr>\n")
 	}
-	b.WriteString("</tbody></table>\n<p class=\"note\">Ratios are to " + html.EscapeString(names[0]) +
+	b.WriteString("</tbody></table></div>\n<p class=\"note\">Ratios are to " + html.EscapeString(names[0]) +
 		": below 1.00x is lower latency, above 1.00x is higher throughput. Latency is measured from each record's" +
 		" intended send time (open loop), so stalls are not hidden.</p>\n</body></html>\n")
 	_, err := io.WriteString(out, b.String())

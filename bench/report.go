@@ -26,7 +26,13 @@ func FormatMs(ms float64) string {
 	}
 }
 
-func durMs(d time.Duration) string { return FormatMs(float64(d) / 1e6) }
+// histMs formats percentile p of h in milliseconds, or "-" while h is empty.
+func histMs(h *Histogram, p float64) string {
+	if h.Count() == 0 {
+		return "-"
+	}
+	return FormatMs(float64(h.Percentile(p)) / 1e6)
+}
 
 // progress keeps what is needed to print rates over the last interval.
 type progress struct {
@@ -60,9 +66,9 @@ func (p *progress) print(out io.Writer, live bool, now time.Time, ph phase) {
 		fmt.Fprintf(&b, "%-6s", ph)
 	}
 	fmt.Fprintf(&b, "  pub %8.0f rec/s %7.2f MB/s  p50 %s p99 %s ms",
-		pubRate, pubRate*float64(len(r.payload))/1e6, durMs(pubH.Percentile(50)), durMs(pubH.Percentile(99)))
+		pubRate, pubRate*float64(len(r.payload))/1e6, histMs(&pubH, 50), histMs(&pubH, 99))
 	if r.w.ConsumerPerSubscription > 0 {
-		fmt.Fprintf(&b, "  e2e %8.0f rec/s  p50 %s p99 %s ms", e2eRate, durMs(e2eH.Percentile(50)), durMs(e2eH.Percentile(99)))
+		fmt.Fprintf(&b, "  e2e %8.0f rec/s  p50 %s p99 %s ms", e2eRate, histMs(&e2eH, 50), histMs(&e2eH, 99))
 	}
 	fmt.Fprintf(&b, "  err %d", r.pub.errors.Load()+r.e2e.errors.Load())
 	if left := r.end.Sub(now); left > 0 {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -97,6 +98,40 @@ func (s *side) record(measured bool, d time.Duration, size int) {
 	s.hist[i].Record(d)
 	s.mu.Unlock()
 	s.records.Add(1)
+}
+
+// batch collects the latencies of one fetch so a consumer takes the lock
+// once per poll rather than once per record.
+type batch struct {
+	lat   [2][]time.Duration
+	bytes uint64
+}
+
+func (b *batch) add(measured bool, d time.Duration, size int) {
+	i := 0
+	if measured {
+		i = 1
+		b.bytes += uint64(size)
+	}
+	b.lat[i] = append(b.lat[i], d)
+}
+
+// recordBatch adds b to s and empties b for reuse.
+func (s *side) recordBatch(b *batch) {
+	n := len(b.lat[0]) + len(b.lat[1])
+	if n == 0 {
+		return
+	}
+	s.mu.Lock()
+	for i := range b.lat {
+		for _, d := range b.lat[i] {
+			s.hist[i].Record(d)
+		}
+	}
+	s.mu.Unlock()
+	s.bytes.Add(b.bytes)
+	s.records.Add(uint64(n))
+	b.lat[0], b.lat[1], b.bytes = b.lat[0][:0], b.lat[1][:0], 0
 }
 
 // snapshot copies one phase's histogram.
@@ -292,7 +327,7 @@ func (r *runner) result(usage *BrokerUsage) *Result {
 	res := &Result{
 		Schema:    ResultSchema,
 		Label:     r.opts.Label,
-		Bootstrap: r.opts.Bootstrap[0],
+		Bootstrap: strings.Join(r.opts.Bootstrap, ","),
 		Workload:  r.w,
 		Start:     r.start.UTC().Truncate(time.Millisecond),
 		Warmup:    r.w.WarmupDuration,
@@ -465,6 +500,7 @@ func (r *runner) onAck(rec *kgo.Record, err error) {
 // consume polls one consumer client until ctx ends, recording end-to-end
 // latency for records whose stamp is in the run's schedule.
 func (r *runner) consume(ctx context.Context, cl *kgo.Client) {
+	var b batch
 	for {
 		fetches := cl.PollFetches(ctx)
 		now := time.Now()
@@ -484,8 +520,9 @@ func (r *runner) consume(ctx context.Context, cl *kgo.Client) {
 				r.foreign.Add(1)
 				return
 			}
-			r.e2e.record(r.inWindow(intended), now.Sub(intended), len(rec.Value))
+			b.add(r.inWindow(intended), now.Sub(intended), len(rec.Value))
 		})
+		r.e2e.recordBatch(&b)
 	}
 }
 

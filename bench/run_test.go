@@ -140,12 +140,18 @@ func TestRunStallShowsInLatency(t *testing.T) {
 	w := testWorkload(500)
 	w.ProducersPerTopic = 1
 	w.ConsumerPerSubscription = 0
-	began := time.Now()
-	var stalled atomic.Bool
+	var (
+		firstProduce time.Time // only touched by control functions, which run serially
+		stalled      atomic.Bool
+	)
 	c.ControlKey(kmsg.Produce.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
-		// Stall once, well inside the measured period (warmup is 300 ms).
-		if time.Since(began) > 800*time.Millisecond && stalled.CompareAndSwap(false, true) {
+		if firstProduce.IsZero() {
+			firstProduce = time.Now()
+		}
+		// Stall once, well inside the measured period: load starts with the
+		// first produce, warmup is 300 ms and the measured period 1.5 s.
+		if time.Since(firstProduce) > 600*time.Millisecond && stalled.CompareAndSwap(false, true) {
 			c.SleepControl(func() { <-time.After(stall) })
 		}
 		return nil, nil, false

@@ -41,9 +41,16 @@ func waitFor(ctx context.Context, timeout time.Duration, what string, cond func(
 // createTopics creates the run's topics and waits until every partition has a
 // leader, so that the first produce does not measure topic creation.
 func createTopics(ctx context.Context, adm *kadm.Client, topics []string, partitions, replication int, timeout time.Duration) error {
-	resp, err := adm.CreateTopics(ctx, int32(partitions), int16(replication), nil, topics...)
+	// A broker that is still starting refuses connections: retry the request
+	// (not a topic's error) until the setup timeout.
+	var resp kadm.CreateTopicResponses
+	err := waitFor(ctx, timeout, fmt.Sprintf("create topics %v", topics), func(ctx context.Context) (bool, error) {
+		var err error
+		resp, err = adm.CreateTopics(ctx, int32(partitions), int16(replication), nil, topics...)
+		return err == nil, err
+	})
 	if err != nil {
-		return fmt.Errorf("create topics %v: %w", topics, err)
+		return err
 	}
 	var errs []error
 	for _, r := range resp.Sorted() {

@@ -28,6 +28,10 @@ import (
 
 var fetchAPI = &api{key: kmsg.Fetch, minVersion: 4, maxVersion: 18, inline: true, copyRequest: true, handle: handleFetch}
 
+// noRecords is an empty, non-null record set: Kafka sends a zero length rather than null for a
+// partition without data, and librdkafka refuses null.
+var noRecords = [][]byte{}
+
 // maxFetchWait bounds how long a fetch may park, whatever the client asks.
 const maxFetchWait = 5 * time.Minute
 
@@ -151,7 +155,7 @@ func (f *fetchOp) attemptLocked(final bool) bool {
 			}
 			if p == nil {
 				anyErr = true
-				w.AddPartition(fp, nil)
+				w.AddPartition(fp, noRecords)
 				continue
 			}
 			touched = append(touched, p)
@@ -160,7 +164,7 @@ func (f *fetchOp) attemptLocked(final bool) bool {
 			if rp.FetchOffset < fp.LogStartOffset || rp.FetchOffset > hw {
 				fp.ErrorCode = kerr.OffsetOutOfRange.Code
 				anyErr = true
-				w.AddPartition(fp, nil)
+				w.AddPartition(fp, noRecords)
 				continue
 			}
 			limit := int(rp.PartitionMaxBytes)
@@ -168,7 +172,7 @@ func (f *fetchOp) attemptLocked(final bool) bool {
 				limit = room
 			}
 			if rp.FetchOffset == hw || limit <= 0 && total > 0 {
-				w.AddPartition(fp, nil)
+				w.AddPartition(fp, noRecords)
 				continue
 			}
 			rr, err := p.log.Read(rp.FetchOffset, max(limit, 0), hw, total == 0)
@@ -180,7 +184,7 @@ func (f *fetchOp) attemptLocked(final bool) bool {
 					fp.ErrorCode = kerr.KafkaStorageError.Code
 				}
 				anyErr = true
-				w.AddPartition(fp, nil)
+				w.AddPartition(fp, noRecords)
 				continue
 			}
 			reads = append(reads, rr)

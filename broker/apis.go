@@ -27,13 +27,15 @@ type api struct {
 	handle func(b *Broker, rc *reqCtx, req kmsg.Request)
 }
 
-// servedAPIs lists every API, in key order; each entry is defined in the file named by its key.
+// servedAPIs lists the broker's own APIs, in key order; each entry is defined in the file named by
+// its key. The group coordinator's APIs come from groupAPIs.
 func servedAPIs() []*api {
 	return []*api{
 		produceAPI,
 		fetchAPI,
 		listOffsetsAPI,
 		metadataAPI,
+		findCoordinatorAPI,
 		apiVersionsAPI,
 		createTopicsAPI,
 		deleteTopicsAPI,
@@ -55,7 +57,7 @@ const apiKeyLimit = 128
 
 func newAPITable() *apiTable {
 	var t apiTable
-	for _, a := range servedAPIs() {
+	for _, a := range append(servedAPIs(), groupAPIs()...) {
 		t[a.key] = a
 	}
 	return &t

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -19,7 +20,10 @@ import (
 	"time"
 
 	"ringbroker/broker/meta"
+	"ringbroker/coord"
+	rlog "ringbroker/log"
 	"ringbroker/ring"
+	"ringbroker/wire"
 )
 
 // metadataDirName is where the metadata log lives inside the first log dir, as KRaft's
@@ -42,14 +46,40 @@ type Broker struct {
 	partsMu sync.Mutex // serialises syncPartitions
 
 	producerIDs producerIDAllocator
+	codecs      *wire.Codecs
+
+	// groups is the consumer-group coordinator; groupsLoaded says which __consumer_offsets
+	// partitions it has been given to load.
+	groups       *coord.GroupCoordinator
+	groupsLoadMu sync.Mutex
+	groupsLoaded map[int32]bool
 
 	servers    []*ring.Server
 	metrics    *brokerMetrics
 	metricsSrv *http.Server
 	metricsLn  net.Listener
 
+	// startup says how the log dir was left: whether it was shut down cleanly and each
+	// partition's recovery point. It is used while opening the partitions found at start.
+	startup startupState
+
 	closing atomic.Bool
+	stop    chan struct{}
+	bg      sync.WaitGroup
 }
+
+// startupState is what the previous run left in the log dir.
+type startupState struct {
+	clean          bool
+	recoveryPoints map[rlog.TopicPartition]int64
+}
+
+// Background intervals, as Kafka's log.flush.offset.checkpoint.interval.ms and a flush scheduler
+// tick fine enough for small flush.ms settings.
+const (
+	checkpointInterval = 60 * time.Second
+	flushTickInterval  = 100 * time.Millisecond
+)
 
 // New opens the metadata log and every partition's log in cfg.LogDirs, recovering what an
 // unclean shutdown left, but does not listen yet.
@@ -63,7 +93,8 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 	if len(cfg.AdvertisedListeners) == 0 {
 		cfg.AdvertisedListeners = cfg.Listeners
 	}
-	b := &Broker{cfg: cfg, logger: logger, metrics: newBrokerMetrics(), apis: newAPITable()}
+	b := &Broker{cfg: cfg, logger: logger, metrics: newBrokerMetrics(), apis: newAPITable(),
+		codecs: wire.NewCodecs(), groupsLoaded: map[int32]bool{}}
 	for _, d := range cfg.LogDirs {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("create log dir %s: %w", d, err)
@@ -79,11 +110,47 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 	}
 	b.meta = ml
 	b.producerIDs.b = b
+	b.stop = make(chan struct{})
+	dir := cfg.LogDirs[0]
+	clean, err := rlog.HasCleanShutdownMarker(dir)
+	if err != nil {
+		ml.Close()
+		return nil, err
+	}
+	rps, err := rlog.ReadOffsetCheckpoint(filepath.Join(dir, rlog.RecoveryPointFile))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		logger.Warn("recovery-point checkpoint unreadable; recovering every log in full", "err", err)
+		rps = nil
+	}
+	b.startup = startupState{clean: clean, recoveryPoints: rps}
+	if !clean && len(ml.Image().Topics) > 0 {
+		logger.Info("no clean-shutdown marker: recovering logs from their recovery points", "dir", dir)
+	}
 	b.parts.Store(&partitionTable{byName: map[string][]*partition{}, byID: map[meta.UUID][]*partition{}})
 	if err := b.syncPartitions(); err != nil {
 		ml.Close()
 		return nil, err
 	}
+	// From here on a crash must be recovered.
+	b.startup = startupState{}
+	if b.groups, err = b.newGroupCoordinator(); err != nil {
+		b.closeLogs()
+		ml.Close()
+		return nil, err
+	}
+	if err := b.loadOffsetsPartitions(); err != nil {
+		b.groups.Close()
+		b.closeLogs()
+		ml.Close()
+		return nil, err
+	}
+	if err := rlog.RemoveCleanShutdownMarker(dir); err != nil {
+		b.closeLogs()
+		ml.Close()
+		return nil, err
+	}
+	b.bg.Add(1)
+	go b.backgroundLoop()
 	return b, nil
 }
 
@@ -186,19 +253,83 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	if b.metricsSrv != nil {
 		b.metricsSrv.Shutdown(ctx)
 	}
-	var errs []error
-	for _, ps := range b.parts.Load().byName {
-		for _, p := range ps {
-			p.wakeWaiters()
-			if err := p.log.Close(); err != nil {
-				errs = append(errs, fmt.Errorf("close %s-%d: %w", p.topic, p.index, err))
-			}
+	close(b.stop)
+	b.bg.Wait()
+	b.groups.Close()
+	errs := []error{b.closeLogs()}
+	if errs[0] == nil {
+		dir := b.cfg.LogDirs[0]
+		if err := b.writeRecoveryPoints(); err != nil {
+			errs = append(errs, err)
+		} else if err := rlog.WriteCleanShutdownMarker(dir); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if err := b.meta.Close(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// closeLogs closes every partition's log, which flushes it.
+func (b *Broker) closeLogs() error {
+	var errs []error
+	for _, ps := range b.parts.Load().byName {
+		for _, p := range ps {
+			if p == nil {
+				continue
+			}
+			p.wakeWaiters()
+			if err := p.log.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close %s-%d: %w", p.topic, p.index, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// writeRecoveryPoints checkpoints every partition's recovery point, so the next start after a
+// crash scans only what was not yet flushed.
+func (b *Broker) writeRecoveryPoints() error {
+	rps := map[rlog.TopicPartition]int64{}
+	for _, ps := range b.parts.Load().byName {
+		for _, p := range ps {
+			if p != nil {
+				rps[rlog.TopicPartition{Topic: p.topic, Partition: p.index}] = p.log.RecoveryPoint()
+			}
+		}
+	}
+	return rlog.WriteOffsetCheckpoint(filepath.Join(b.cfg.LogDirs[0], rlog.RecoveryPointFile), rps)
+}
+
+// backgroundLoop runs the flush scheduler (flush.ms) and the recovery-point checkpoint.
+func (b *Broker) backgroundLoop() {
+	defer b.bg.Done()
+	flush := time.NewTicker(flushTickInterval)
+	defer flush.Stop()
+	checkpoint := time.NewTicker(checkpointInterval)
+	defer checkpoint.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-flush.C:
+			for _, ps := range b.parts.Load().byName {
+				for _, p := range ps {
+					if p == nil {
+						continue
+					}
+					if err := p.log.FlushIfDue(); err != nil && !errors.Is(err, rlog.ErrClosed) {
+						b.logger.Error("scheduled flush", "topic", p.topic, "partition", p.index, "err", err)
+					}
+				}
+			}
+		case <-checkpoint.C:
+			if err := b.writeRecoveryPoints(); err != nil {
+				b.logger.Error("write recovery-point checkpoint", "err", err)
+			}
+		}
+	}
 }
 
 // ensureMetaProperties reads or writes Kafka's meta.properties in dir (the storage format step,

@@ -32,6 +32,11 @@ type Config struct {
 	SendZCThreshold     int      // io.send.zc.threshold.bytes (ringbroker's own)
 	ClusterID           string   // cluster.id (ringbroker's own; Kafka takes it from the storage format step)
 
+	OffsetsPartitions          int32         // offsets.topic.num.partitions
+	GroupInitialRebalanceDelay time.Duration // group.initial.rebalance.delay.ms
+	GroupMinSessionTimeout     time.Duration // group.min.session.timeout.ms
+	GroupMaxSessionTimeout     time.Duration // group.max.session.timeout.ms
+
 	// Log defaults for topics (log.* broker keys); topic configs override them.
 	SegmentBytes       int64         // log.segment.bytes
 	SegmentMs          time.Duration // log.roll.ms / log.roll.hours
@@ -82,6 +87,11 @@ func DefaultConfig() Config {
 		RetentionBytes:     -1,
 		CleanupPolicy:      "delete",
 		CompressionType:    "producer",
+
+		OffsetsPartitions:          50,
+		GroupInitialRebalanceDelay: 3 * time.Second,
+		GroupMinSessionTimeout:     6 * time.Second,
+		GroupMaxSessionTimeout:     30 * time.Minute,
 	}
 }
 
@@ -217,13 +227,25 @@ func (c *Config) Set(key, val string) error {
 		c.CleanupPolicy = val
 	case "compression.type":
 		c.CompressionType = val
+	case "offsets.topic.num.partitions":
+		var n int64
+		n, err = strconv.ParseInt(val, 10, 32)
+		if err == nil && n < 1 {
+			err = fmt.Errorf("must be at least 1")
+		}
+		c.OffsetsPartitions = int32(n)
+	case "group.initial.rebalance.delay.ms":
+		c.GroupInitialRebalanceDelay, err = parseMillis(val)
+	case "group.min.session.timeout.ms":
+		c.GroupMinSessionTimeout, err = parseMillis(val)
+	case "group.max.session.timeout.ms":
+		c.GroupMaxSessionTimeout, err = parseMillis(val)
 	case "process.roles":
 		if val != "broker,controller" && val != "controller,broker" {
 			err = fmt.Errorf("only the combined single-node role broker,controller is supported until the Raft quorum lands")
 		}
 	case "offsets.topic.replication.factor", "transaction.state.log.replication.factor",
-		"transaction.state.log.min.isr", "group.initial.rebalance.delay.ms",
-		"offsets.topic.num.partitions", "controller.quorum.voters", "controller.listener.names",
+		"transaction.state.log.min.isr", "controller.quorum.voters", "controller.listener.names",
 		"listener.security.protocol.map", "inter.broker.listener.name", "num.network.threads",
 		"num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
 		"num.recovery.threads.per.data.dir", "log.retention.check.interval.ms",

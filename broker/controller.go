@@ -16,6 +16,9 @@ type topicSpec struct {
 	rf         int16 // -1: default.replication.factor
 	assignment map[int32][]int32
 	configs    map[string]*string
+	// internal marks the broker's own topics (__consumer_offsets), which may use settings not
+	// open to clients yet and names clients may not create.
+	internal bool
 }
 
 // topicResult is the outcome of creating one topic.
@@ -56,6 +59,9 @@ func (b *Broker) planTopic(im *meta.Image, spec topicSpec) ([]meta.Record, topic
 	}
 	if msg := validateTopicName(spec.name); msg != "" {
 		return fail(kerr.InvalidTopicException, msg)
+	}
+	if isInternalTopic(spec.name) && !spec.internal {
+		return fail(kerr.InvalidRequest, fmt.Sprintf("Creation of internal topic %s is prohibited.", spec.name))
 	}
 	if _, ok := im.Topics[spec.name]; ok {
 		return fail(kerr.TopicAlreadyExists, fmt.Sprintf("Topic '%s' already exists.", spec.name))
@@ -110,7 +116,11 @@ func (b *Broker) planTopic(im *meta.Image, spec topicSpec) ([]meta.Record, topic
 		if v == nil {
 			return fail(kerr.InvalidConfig, fmt.Sprintf("Null value not supported for topic configs: %s", k))
 		}
-		if err := b.validateTopicConfigValue(k, *v); err != nil {
+		validate := b.validateTopicConfigValue
+		if spec.internal {
+			validate = func(k, v string) error { return validateTopicConfig(k, v) }
+		}
+		if err := validate(k, *v); err != nil {
 			return fail(kerr.InvalidConfig, err.Error())
 		}
 	}

@@ -160,7 +160,10 @@ func (b *Broker) openPartition(logDir string, t *meta.Topic, index int32) (*part
 			return nil, fmt.Errorf("remove stale partition dir %s: %w", dir, err)
 		}
 	}
-	l, err := rlog.Open(dir, b.logConfigFor(t), rlog.Options{TopicID: t.ID, Topic: t.Name, Partition: index, Logger: b.logger})
+	opts := rlog.Options{TopicID: t.ID, Topic: t.Name, Partition: index, Logger: b.logger,
+		LeaderEpoch: t.Partitions[index].LeaderEpoch, CleanShutdown: b.startup.clean,
+		RecoveryPoint: b.startup.recoveryPoints[rlog.TopicPartition{Topic: t.Name, Partition: index}]}
+	l, err := rlog.Open(dir, b.logConfigFor(t), opts)
 	if err != nil {
 		return nil, fmt.Errorf("open partition %s-%d: %w", t.Name, index, err)
 	}

@@ -21,12 +21,18 @@ import (
 
 func (s *shard) offsetCommit(p int32, req *kmsg.OffsetCommitRequest, respond func(kmsg.Response)) {
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	n := 0
+	for _, rt := range req.Topics {
+		n += len(rt.Partitions)
+	}
 	// codes points at every partition's error code in the response, in
 	// request order.
-	var codes []*int16
+	codes := make([]*int16, 0, n)
+	resp.Topics = make([]kmsg.OffsetCommitResponseTopic, 0, len(req.Topics))
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetCommitResponseTopic()
 		st.Topic = rt.Topic
+		st.Partitions = make([]kmsg.OffsetCommitResponseTopicPartition, 0, len(rt.Partitions))
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetCommitResponseTopicPartition()
 			sp.Partition = rp.Partition
@@ -102,8 +108,8 @@ func (s *shard) offsetCommit(p int32, req *kmsg.OffsetCommitRequest, respond fun
 		o    committedOffset
 		code *int16
 	}
-	var commits []commit
-	var records []Record
+	commits := make([]commit, 0, n)
+	records := make([]Record, 0, n)
 	k = 0
 	for _, rt := range req.Topics {
 		for _, rp := range rt.Partitions {

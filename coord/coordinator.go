@@ -155,9 +155,10 @@ type RequestInfo struct {
 // API is one Kafka API the coordinator serves, with the versions it
 // implements, for the broker's ApiVersions response.
 type API struct {
-	Key        int16
-	MinVersion int16
-	MaxVersion int16
+	// Key is the Kafka API key (kmsg.Key).
+	Key int16
+	// MinVersion and MaxVersion bound the versions Handle accepts.
+	MinVersion, MaxVersion int16
 }
 
 // APIs returns the Kafka APIs Handle accepts and their version ranges.
@@ -246,8 +247,11 @@ func New(cfg Config, store OffsetStore, logger *slog.Logger) (*GroupCoordinator,
 
 // PartitionFor returns the __consumer_offsets partition of groupID among n
 // partitions: abs(javaStringHash(groupID)) % n, as Kafka computes it, so
-// that FindCoordinator and clients agree with Kafka. n must be positive.
+// that FindCoordinator and clients agree with Kafka. It returns 0 if n < 1.
 func PartitionFor(groupID string, n int) int32 {
+	if n < 1 {
+		return 0
+	}
 	var h int32
 	for _, u := range utf16.Encode([]rune(groupID)) {
 		h = 31*h + int32(u)
@@ -269,7 +273,9 @@ func (g *GroupCoordinator) shardFor(partition int32) *shard {
 // shard replays the partition from the store on a separate goroutine; until
 // that finishes, requests for its groups get COORDINATOR_LOAD_IN_PROGRESS.
 // done, if not nil, is called once from the shard goroutine with the load's
-// outcome. Loading a partition that is loaded or loading restarts the load.
+// outcome, unless the coordinator closes first. Loading a partition that is
+// loaded or loading restarts the load. The store's Load runs on its own
+// goroutine, so a long replay does not stall the shard's other partitions.
 func (g *GroupCoordinator) LoadPartition(p int32, done func(error)) error {
 	if p < 0 || int(p) >= g.cfg.OffsetsPartitions {
 		return fmt.Errorf("load partition %d: out of range [0, %d)", p, g.cfg.OffsetsPartitions)
@@ -304,6 +310,10 @@ func (g *GroupCoordinator) post(s *shard, fn func(*shard)) error {
 // error codes inside the response. Handle returns an error, and never calls
 // respond, for requests it does not serve (ErrUnsupported) or after Close
 // (ErrClosed).
+//
+// The coordinator keeps parts of req (group ids, member metadata copies are
+// taken where bytes are kept), so req must be decoded with ReadFrom, not
+// UnsafeReadFrom, and not be modified after the call.
 func (g *GroupCoordinator) Handle(info RequestInfo, req kmsg.Request, respond func(kmsg.Response)) error {
 	key := req.Key()
 	maxVer, ok := g.maxVer[key]

@@ -17,6 +17,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/internal/timingwheel"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of coord/testdata scenarios")
@@ -238,6 +240,14 @@ func (d *driver) restart() {
 func (d *driver) send(actor string, info RequestInfo, req kmsg.Request) {
 	d.t.Helper()
 	err := d.c.Handle(info, req, func(resp kmsg.Response) {
+		// Every response must be of the request's version and encodable.
+		if resp.GetVersion() != req.GetVersion() || resp.Key() != req.Key() {
+			d.t.Errorf("%T v%d answered with %T v%d", req, req.GetVersion(), resp, resp.GetVersion())
+		}
+		var decoded = req.ResponseKind()
+		if err := decoded.ReadFrom(resp.AppendTo(nil)); err != nil {
+			d.t.Errorf("%T v%d does not round-trip: %v", resp, resp.GetVersion(), err)
+		}
 		d.mu.Lock()
 		d.events = append(d.events, event{actor, resp})
 		d.mu.Unlock()
@@ -286,6 +296,21 @@ func waitGroup(t testing.TB, wg *sync.WaitGroup, limit time.Duration) {
 	case <-done:
 	case <-time.After(limit):
 		t.Fatalf("coordinator did not settle within %v", limit)
+	}
+}
+
+// waitFor polls cond every interval until it holds, failing the test with
+// what() if it does not within limit.
+func waitFor(t testing.TB, limit, interval time.Duration, cond func() bool, what func() string) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not reached within %v: %s", limit, what())
+		}
+		<-tick.C
 	}
 }
 
@@ -370,7 +395,21 @@ func (a args) int(t *testing.T, key string, def int64) int64 {
 
 func (a args) has(word string) bool { return slices.Contains(a.words, word) }
 
-// run executes one command line and returns its output lines.
+// run executes one command line and returns its output lines: the
+// responses delivered until the coordinator settled, as "actor: Response
+// ...". Commands:
+//
+//	config [shards= partitions= initial-delay=ms max-size= max-batch=]  restart with settings
+//	join <actor>... [v= group= session= rebalance= instance= member=<id>|none type= topics= protos=name:meta,...] [oversized]
+//	sync <actor> [v= gen= assign=<actor>:<bytes>,...]
+//	heartbeat <actor>... [v= gen= member=]
+//	leave <actor>... [v=] [by-instance]
+//	commit <actor>|- <topic>:<partition>@<offset>... [v= group= gen= member= meta=]
+//	fetch [group=] [<topic>:<partition>...] [stable] [v=]
+//	describe <group>... [v=] | list [states=] | delete <group>... | offset-delete [group=] <topic>:<partition>...
+//	advance <duration> | restart | hold-store | release-store | fail-store <ERROR>|off | log [group=]
+//
+// Actors remember their member id and generation from JoinGroup responses.
 func (sc *scenario) run(line string) []string {
 	t := sc.t
 	fields := strings.Fields(line)
@@ -393,6 +432,9 @@ func (sc *scenario) run(line string) []string {
 		// the shard batches its queue.
 		var out []string
 		for _, name := range a.words {
+			if name == "oversized" {
+				continue
+			}
 			act := sc.actor(name)
 			act.apply(t, a)
 			sc.join(act, a)
@@ -421,7 +463,7 @@ func (sc *scenario) run(line string) []string {
 		for _, name := range a.words {
 			act := sc.actor(name)
 			req := kmsg.NewPtrHeartbeatRequest()
-			req.Version = 4
+			req.Version = int16(a.int(t, "v", 4))
 			req.Group, req.MemberID, req.InstanceID = act.group, act.memberID, act.instanceID
 			req.MemberID = cmp.Or(a.kv["member"], req.MemberID)
 			req.Generation = int32(a.int(t, "gen", int64(act.generation)))
@@ -898,4 +940,8 @@ func TestScenarios(t *testing.T) {
 			}
 		})
 	}
+}
+
+func newTestWheel() (*timingwheel.Wheel, error) {
+	return timingwheel.New(wheelTick, wheelSlots, epoch)
 }

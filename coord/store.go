@@ -13,7 +13,10 @@ import (
 // Kafka encodes them (kmsg's OffsetCommitKey/Value and
 // GroupMetadataKey/Value). A nil Value is a tombstone.
 type Record struct {
-	Key   []byte
+	// Key identifies what the record is about: a group's offset for one
+	// topic partition (key versions 0-1) or a group's metadata (version 2).
+	Key []byte
+	// Value is the committed offset or group metadata; nil deletes the key.
 	Value []byte
 }
 
@@ -70,7 +73,12 @@ func offsetCommitRecord(group string, tp topicPartition, o committedOffset) Reco
 		v.ExpireTimestamp = o.expireTimestamp
 	}
 	v.Offset, v.LeaderEpoch, v.Metadata, v.CommitTimestamp = o.offset, o.leaderEpoch, o.metadata, o.commitTimestamp
-	return Record{Key: k.AppendTo(nil), Value: v.AppendTo(nil)}
+	// One allocation for both: key (versions, two strings, partition) and
+	// value (version, offset, epoch, metadata, two timestamps at most).
+	buf := make([]byte, 0, 12+len(group)+len(tp.topic)+32+len(o.metadata))
+	key := k.AppendTo(buf)
+	value := v.AppendTo(key[len(key):len(key):cap(buf)])
+	return Record{Key: key[:len(key):len(key)], Value: value}
 }
 
 func offsetTombstone(group string, tp topicPartition) Record {
@@ -159,7 +167,7 @@ func decodeRecord(r Record) (decodedRecord, error) {
 		if v.Version >= 3 {
 			d.offset.leaderEpoch = v.LeaderEpoch
 		}
-		if v.Version == 1 {
+		if v.Version == 1 && v.ExpireTimestamp >= 0 {
 			d.offset.expireTimestamp = v.ExpireTimestamp
 		}
 		return d, nil
@@ -214,7 +222,7 @@ func varintLen(v int64) int {
 	return n
 }
 
-// appendError maps a store error to the error code Kafka returns for a
+// appendGroupError maps a store error to the error code Kafka returns for a
 // failed group metadata write (GroupMetadataManager.storeGroup).
 func appendGroupError(err error) *kerr.Error {
 	switch e := storeKafkaError(err); e {

@@ -34,8 +34,10 @@ const (
 	startTimeout = 90 * time.Second
 	// stopTimeout bounds how long a broker may take to exit after SIGTERM.
 	stopTimeout = 60 * time.Second
-	// cmdTimeout bounds one run of a client tool (kcat, a Java tool).
-	cmdTimeout = 5 * time.Minute
+	// kcatTimeout and javaTimeout bound one run of a client tool; a client that cannot
+	// parse an answer often retries forever instead of failing.
+	kcatTimeout = 90 * time.Second
+	javaTimeout = 3 * time.Minute
 	// logTailBytes is how much of a broker's log a failed test prints.
 	logTailBytes = 24 << 10
 )
@@ -101,6 +103,7 @@ func targets(t *testing.T) []target {
 		var ts []target
 		for _, io := range []string{"uring", "netpoll"} {
 			ts = append(ts, target{name: io, start: func(t *testing.T, overrides ...string) *Broker {
+				t.Helper()
 				return startRingbroker(t, io, overrides...)
 			}})
 		}
@@ -560,10 +563,10 @@ type cmdResult struct {
 }
 
 // runCmd runs a client command with stdin, failing the test (with its output) unless it
-// exits 0 within cmdTimeout.
-func runCmd(t testing.TB, stdin []byte, name string, args ...string) cmdResult {
+// exits 0 within timeout.
+func runCmd(t testing.TB, timeout time.Duration, stdin []byte, name string, args ...string) cmdResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	var stdout, stderr bytes.Buffer
@@ -577,7 +580,7 @@ func runCmd(t testing.TB, stdin []byte, name string, args ...string) cmdResult {
 	res := cmdResult{stdout: stdout.String(), stderr: stderr.String()}
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			err = fmt.Errorf("%w (timed out after %v)", err, cmdTimeout)
+			err = fmt.Errorf("%w (timed out after %v)", err, timeout)
 		}
 		t.Fatalf("%s %s: %v after %v\nstdout (tail):\n%s\nstderr (tail):\n%s", name, strings.Join(args, " "), err,
 			time.Since(start).Round(time.Millisecond), tail(res.stdout, 8<<10), tail(res.stderr, 8<<10))
@@ -609,17 +612,17 @@ func runJavaStdin(t testing.TB, stdin []byte, mainClass string, args ...string) 
 		"-Dlog4j2.configurationFile=" + log4j,
 		"-cp", kafkaClasspath(t), mainClass,
 	}
-	return runCmd(t, stdin, "java", append(argv, args...)...)
+	return runCmd(t, javaTimeout, stdin, "java", append(argv, args...)...)
 }
 
 // runKcat runs kcat with no input.
 func runKcat(t testing.TB, args ...string) cmdResult {
 	t.Helper()
-	return runCmd(t, nil, "kcat", args...)
+	return runCmd(t, kcatTimeout, nil, "kcat", args...)
 }
 
 // runKcatStdin runs kcat with stdin, as kcat -P reads its records there.
 func runKcatStdin(t testing.TB, stdin []byte, args ...string) cmdResult {
 	t.Helper()
-	return runCmd(t, stdin, "kcat", args...)
+	return runCmd(t, kcatTimeout, stdin, "kcat", args...)
 }

@@ -96,21 +96,26 @@ func testConsole(t *testing.T, b *Broker) {
 		t.Fatalf("end offsets %v sum to %d after the console producer; want %d", ends, total, consoleRecords)
 	}
 
-	consume := func(extra ...string) []string {
+	// consume runs the console consumer and returns the lines it printed, and its log.
+	consume := func(extra ...string) (lines []string, log string) {
 		t.Helper()
 		args := append([]string{"--bootstrap-server", b.Addr(), "--topic", topic,
 			"--timeout-ms", "60000", "--property", "print.key=true", "--property", "key.separator=:"}, extra...)
-		out := runJava(t, "org.apache.kafka.tools.consumer.ConsoleConsumer", args...).stdout
-		return strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+		res := runJava(t, "org.apache.kafka.tools.consumer.ConsoleConsumer", args...)
+		if out := strings.TrimSuffix(res.stdout, "\n"); out != "" {
+			lines = strings.Split(out, "\n")
+		}
+		return lines, tail(res.stderr, 8<<10)
 	}
 
 	t.Run("group", func(t *testing.T) {
-		got := consume("--from-beginning", "--max-messages", fmt.Sprint(consoleRecords))
+		got, log := consume("--from-beginning", "--max-messages", fmt.Sprint(consoleRecords))
 		want := slices.Clone(input)
 		slices.Sort(got)
 		slices.Sort(want)
 		if !slices.Equal(got, want) {
-			t.Fatalf("group consumer got %d lines, want the %d produced (first got %q)", len(got), len(want), got[:min(len(got), 3)])
+			t.Fatalf("group consumer got %d lines, want the %d produced (first got %q); its log:\n%s",
+				len(got), len(want), got[:min(len(got), 3)], log)
 		}
 		// The consumer joined a generated group and committed its offsets on exit.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -129,9 +134,9 @@ func testConsole(t *testing.T, b *Broker) {
 		if n == 0 {
 			t.Fatalf("partition 0 is empty; end offsets %v", ends)
 		}
-		got := consume("--partition", "0", "--offset", "earliest", "--max-messages", fmt.Sprint(n))
+		got, log := consume("--partition", "0", "--offset", "earliest", "--max-messages", fmt.Sprint(n))
 		if int64(len(got)) != n {
-			t.Fatalf("partition consumer got %d lines, want %d", len(got), n)
+			t.Fatalf("partition consumer got %d lines, want %d; its log:\n%s", len(got), n, log)
 		}
 		// Partition 0 holds a subsequence of the input, in produce order.
 		next := 0

@@ -34,12 +34,14 @@ type Log struct {
 	lastFlushNanos atomic.Int64 // Now() of the last completed flush
 	dirDirty       atomic.Bool  // segment files were created or removed since the last flush
 
-	mu          sync.Mutex
-	active      *segment
-	producers   producers
-	epochs      epochCache
+	mu        sync.Mutex
+	active    *segment
+	producers producers
+	epochs    epochCache
+	// epochsDirty says the epoch cache changed since the checkpoint was last written.
+	epochsDirty bool
 	leaderEpoch int32
-	unflushed   int64         // records appended since the last flush
+	unflushed   int64         // records appended since the last Flush or flush.messages flush
 	hdrs        []batchHeader // scratch for Append, reused
 	closed      bool
 	// failed is set when a failed write could not be undone; appends refuse until reopen,
@@ -141,6 +143,7 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 	l.segs.Store(&segs)
 	if l.epochs.truncateFromEnd(l.active.next) {
 		l.logger.Warn("dropped leader epochs past the log end", "log_end_offset", l.active.next)
+		l.epochsDirty = true
 	}
 	if err := l.writeEpochs(); err != nil {
 		return nil, errors.Join(fmt.Errorf("open log %s: %w", dir, err), l.Close())
@@ -247,14 +250,19 @@ func (l *Log) loadEpochs() {
 	if err != nil {
 		l.logger.Warn("ignoring leader-epoch checkpoint; rebuilding it from the batches", "file", path, "err", err)
 		l.epochs = epochCache{}
+		l.epochsDirty = true
 	}
 }
 
-// writeEpochs durably writes the leader-epoch checkpoint.
+// writeEpochs durably writes the leader-epoch checkpoint if it changed.
 func (l *Log) writeEpochs() error {
+	if !l.epochsDirty {
+		return nil
+	}
 	if err := writeFileAtomic(filepath.Join(l.dir, leaderEpochFile), l.epochs.marshal()); err != nil {
 		return fmt.Errorf("write leader-epoch checkpoint: %w", err)
 	}
+	l.epochsDirty = false
 	return nil
 }
 
@@ -286,7 +294,7 @@ func (l *Log) loadSegments(bases []int64) (segs []*segment, err error) {
 		segs = append(segs, s)
 		recovering := i >= recoverFrom
 		fileSize := s.size.Load()
-		rebuild := recovering
+		rebuild := recovering || !indexFilesExist(l.dir, base)
 		if !rebuild {
 			if err := s.openIndexes(0, false); err != nil {
 				return segs, err
@@ -328,6 +336,16 @@ func (l *Log) loadSegments(bases []int64) (segs []*segment, err error) {
 	return segs, l.activate(segs[len(segs)-1])
 }
 
+// indexFilesExist reports whether both index files of the segment at base are present.
+func indexFilesExist(dir string, base int64) bool {
+	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
+		if _, err := os.Stat(segmentPath(dir, base, suffix)); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
 // scanSegment walks the batches of a freshly opened segment, checking framing (and CRCs when
 // verifyCRC), rebuilding producer state, leader epochs and, when rebuild, the indexes. It
 // returns the end of the valid prefix and, if it stopped early, why.
@@ -351,7 +369,9 @@ func (l *Log) scanSegment(s *segment, verifyCRC, rebuild bool, expectNext int64)
 		if h.producerID >= 0 {
 			l.producers.load(&h)
 		}
-		l.epochs.assignIfNewer(h.leaderEpoch, h.baseOffset)
+		if l.epochs.assignIfNewer(h.leaderEpoch, h.baseOffset) {
+			l.epochsDirty = true
+		}
 		expectNext = h.lastOffset() + 1
 		pos += h.size()
 	}
@@ -462,12 +482,14 @@ func (l *Log) Append(records []byte) (AppendResult, error) {
 	l.size.Add(int64(len(records)))
 	l.leo.Store(res.LastOffset + 1)
 	if l.epochs.assignIfNewer(l.leaderEpoch, res.BaseOffset) {
+		l.epochsDirty = true
 		if err := l.writeEpochs(); err != nil {
 			l.logger.Warn("leader-epoch checkpoint not written", "err", err)
 		}
 	}
 	l.unflushed += max(nrec, 1)
 	if l.unflushed >= l.cfg.FlushMessages {
+		l.unflushed = 0
 		if err := l.flushUpTo(res.LastOffset + 1); err != nil {
 			return res, fmt.Errorf("append to %s: written at offsets %d..%d but not flushed: %w", l.dir, res.BaseOffset, res.LastOffset, err)
 		}
@@ -682,18 +704,22 @@ func (l *Log) Dir() string { return l.dir }
 func (l *Log) TopicID() [16]byte { return l.opts.TopicID }
 
 // SetLeaderEpoch sets the epoch stamped into appended batches and records, as Kafka does when
-// a replica becomes leader, that the epoch starts at the current log end offset.
+// a replica becomes leader, that the epoch starts at the current log end offset. An epoch older
+// than the latest known one is refused.
 func (l *Log) SetLeaderEpoch(epoch int32) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return fmt.Errorf("set leader epoch of %s: %w", l.dir, ErrClosed)
 	}
+	if n := len(l.epochs.entries); n > 0 && epoch < l.epochs.entries[n-1].epoch {
+		return fmt.Errorf("set leader epoch of %s: epoch %d is older than the latest known epoch %d", l.dir, epoch, l.epochs.entries[n-1].epoch)
+	}
 	l.leaderEpoch = epoch
 	if l.epochs.assign(epoch, l.leo.Load()) {
-		return l.writeEpochs()
+		l.epochsDirty = true
 	}
-	return nil
+	return l.writeEpochs()
 }
 
 // EndOffsetForEpoch answers OffsetForLeaderEpoch from the leader-epoch cache: the largest
@@ -752,6 +778,7 @@ func (l *Log) Flush() error {
 	if l.closed {
 		return fmt.Errorf("flush %s: %w", l.dir, ErrClosed)
 	}
+	l.unflushed = 0
 	return l.flushUpTo(l.leo.Load())
 }
 
@@ -802,9 +829,6 @@ func (l *Log) flushUpTo(upto int64) error {
 		l.recoveryPoint.Store(upto)
 	}
 	l.lastFlushNanos.Store(l.opts.Now().UnixNano())
-	if upto >= l.leo.Load() {
-		l.unflushed = 0
-	}
 	return nil
 }
 

@@ -223,9 +223,9 @@ func TestOffsetForTimestampAcrossSegments(t *testing.T) {
 	spec.codec = 4
 	res := mustAppend(t, l, makeBatch(t, spec))
 	for _, tt := range []struct {
-		ts           int64
-		wOff, wTs    int64
-		wOK          bool
+		ts        int64
+		wOff, wTs int64
+		wOK       bool
 	}{
 		{-1, 0, 0, true},
 		{0, 0, 0, true},
@@ -492,6 +492,9 @@ func TestLeaderEpochs(t *testing.T) {
 		}
 	}
 	check(l)
+	if err := l.SetLeaderEpoch(2); err == nil {
+		t.Fatal("SetLeaderEpoch accepted an older epoch")
+	}
 	crash(l)
 	data, err := os.ReadFile(filepath.Join(dir, leaderEpochFile))
 	if err != nil || string(data) != "0\n3\n1 0\n3 5\n4 10\n" {

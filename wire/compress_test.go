@@ -207,3 +207,34 @@ func FuzzDecompress(f *testing.F) {
 func kgoDefaultCompressor(codec Codec) (kgo.Compressor, error) {
 	return kgo.DefaultCompressor(kgoCodec(codec))
 }
+
+// TestCodecsConcurrent shares one Codecs between goroutines, as cores
+// share it in the broker; run with -race.
+func TestCodecsConcurrent(t *testing.T) {
+	c := NewCodecs()
+	src := testPayload(20000, 4)
+	errs := make(chan error, 4)
+	for g := range 4 {
+		go func() {
+			for i := range 10 {
+				codec := allCodecs[(g+i)%len(allCodecs)]
+				comp, err := c.Compress(codec, src, nil)
+				if err != nil {
+					errs <- err
+					return
+				}
+				out, err := c.Decompress(codec, comp, nil, len(src))
+				if err != nil || !bytes.Equal(out, src) {
+					errs <- fmt.Errorf("goroutine %d %s: %v", g, codec, err)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"net"
+	"slices"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -224,5 +227,65 @@ func TestFetchWriterNoAllocs(t *testing.T) {
 	allocs := testing.AllocsPerRun(50, func() { writeFetch(t, &w, 16, topics, eps) })
 	if allocs != 0 {
 		t.Fatalf("%v allocs per response", allocs)
+	}
+}
+
+// TestFetchWriterWritev sends the iovecs over a real TCP connection with
+// writev (net.Buffers) and decodes what arrives with FrameReader and kmsg.
+func TestFetchWriterWritev(t *testing.T) {
+	topics, eps := fetchContent(t)
+	var w FetchWriter
+	iov := writeFetch(t, &w, 16, topics, eps)
+	want := bytes.Join(iov, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	sent := make(chan error, 1)
+	go func() {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			sent <- err
+			return
+		}
+		defer c.Close()
+		bufs := net.Buffers(slices.Clone(iov))
+		_, err = bufs.WriteTo(c)
+		sent <- err
+	}()
+	conn, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	r := NewFrameReader(0)
+	var got []byte
+	buf := make([]byte, 1000)
+	for got == nil {
+		n, err := conn.Read(buf)
+		if ferr := r.Feed(buf[:n], func(f []byte) error {
+			got = bytes.Clone(f)
+			return nil
+		}); ferr != nil {
+			t.Fatal(ferr)
+		}
+		if err != nil {
+			break
+		}
+	}
+	if err := <-sent; err != nil {
+		t.Fatalf("writev: %v", err)
+	}
+	if !bytes.Equal(got, want[4:]) {
+		t.Fatalf("received %d bytes, want %d", len(got), len(want)-4)
+	}
+	resp := kmsg.NewPtrFetchResponse()
+	resp.Version = 16
+	if err := resp.ReadFrom(got[5:]); err != nil || len(resp.Topics) != 3 || len(resp.Brokers) != 2 {
+		t.Fatalf("decode: %v", err)
 	}
 }

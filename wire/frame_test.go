@@ -124,6 +124,21 @@ func TestFrameReaderRejectsSize(t *testing.T) {
 	}
 }
 
+func TestFrameReaderBuffered(t *testing.T) {
+	_, stream := frameStream(10)
+	r := NewFrameReader(0)
+	prev := 0
+	for _, cut := range []int{2, 4, 9} {
+		if err := r.Feed(stream[prev:cut], func([]byte) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if r.Buffered() != cut {
+			t.Fatalf("after %d bytes Buffered = %d", cut, r.Buffered())
+		}
+		prev = cut
+	}
+}
+
 func TestFrameReaderMaxAccepted(t *testing.T) {
 	frames, stream := frameStream(1000)
 	r := NewFrameReader(1000)

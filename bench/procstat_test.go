@@ -1,0 +1,75 @@
+package bench
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestParseProcStatCPU(t *testing.T) {
+	tail := " S 1 2 3 4 5 6 7 8 9 10 250 130 0 0 20 0 40 0 100 0 0"
+	tests := []struct {
+		name, stat string
+		want       float64
+		wantErr    string
+	}{
+		{"plain", "1234 (java)" + tail, 3.8, ""},
+		{"name with spaces and parens", "1234 (a) b (c)" + tail, 3.8, ""},
+		{"no name", "1234 java S 1", 0, "no ')'"},
+		{"short", "1234 (java) S 1 2", 0, "fields after the command name"},
+		{"bad number", "1234 (java) S 1 2 3 4 5 6 7 8 9 10 x 130 0", 0, `utime "x"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseProcStatCPU([]byte(tt.stat))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("got %v, %v; want %v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseProcStatusRSS(t *testing.T) {
+	tests := []struct {
+		name, status string
+		want         uint64
+		wantErr      string
+	}{
+		{"present", "Name:\tjava\nVmPeak:\t 999 kB\nVmRSS:\t  2048 kB\nThreads: 3\n", 2048 * 1024, ""},
+		{"absent", "Name:\tkthreadd\nState:\tS\n", 0, "no VmRSS"},
+		{"bad unit", "VmRSS:\t 12 MB\n", 0, "want"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseProcStatusRSS([]byte(tt.status))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("got %v, %v; want %v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestReadProcSelf(t *testing.T) {
+	s, err := ReadProc(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.RSSBytes == 0 {
+		t.Fatalf("own RSS is 0")
+	}
+	if _, err := ReadProc(-1); err == nil {
+		t.Fatal("ReadProc(-1) succeeded")
+	}
+}

@@ -1,0 +1,190 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/coord"
+	"ringbroker/wire"
+)
+
+// offsetsTopic is Kafka's internal topic of committed offsets and group metadata.
+const offsetsTopic = "__consumer_offsets"
+
+// offsetsTopicSegmentBytes is offsets.topic.segment.bytes: smaller segments than user topics.
+const offsetsTopicSegmentBytes = "104857600"
+
+// maxOffsetsLoadBatch bounds one read while a shard loads an offsets partition.
+const maxOffsetsLoadBatch = 1 << 20
+
+// offsetsStore keeps the group coordinator's records in the __consumer_offsets partitions.
+type offsetsStore struct{ b *Broker }
+
+// Append writes records to the partition as one uncompressed batch and reports after the
+// append (and its flush, under the topic's flush policy).
+func (s offsetsStore) Append(partition int32, records []coord.Record, done func(error)) {
+	done(s.append(partition, records))
+}
+
+func (s offsetsStore) append(partition int32, records []coord.Record) error {
+	p := s.b.parts.Load().lookup(offsetsTopic, partition)
+	if p == nil {
+		return fmt.Errorf("append to %s-%d: %w", offsetsTopic, partition, kerr.NotLeaderForPartition)
+	}
+	recs := make([]wire.Record, len(records))
+	for i, r := range records {
+		recs[i] = wire.Record{OffsetDelta: int32(i), Key: r.Key, Value: r.Value}
+	}
+	now := time.Now().UnixMilli()
+	batch, err := s.b.codecs.AppendBatch(nil, wire.BatchHeader{FirstTimestamp: now, MaxTimestamp: now,
+		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, wire.CodecNone, recs)
+	if err != nil {
+		return fmt.Errorf("encode %s-%d batch: %w", offsetsTopic, partition, err)
+	}
+	p.appendMu.Lock()
+	_, err = p.log.Append(batch)
+	p.appendMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("append to %s-%d: %w", offsetsTopic, partition, err)
+	}
+	p.wakeWaiters()
+	return nil
+}
+
+// Load replays every record of the partition in offset order.
+func (s offsetsStore) Load(partition int32, fn func(coord.Record) error) error {
+	p := s.b.parts.Load().lookup(offsetsTopic, partition)
+	if p == nil {
+		return fmt.Errorf("load %s-%d: %w", offsetsTopic, partition, kerr.NotLeaderForPartition)
+	}
+	end := p.log.LogEndOffset()
+	for off := p.log.LogStartOffset(); off < end; {
+		rr, err := p.log.Read(off, maxOffsetsLoadBatch, end, true)
+		if err != nil {
+			return fmt.Errorf("load %s-%d at %d: %w", offsetsTopic, partition, off, err)
+		}
+		next, err := s.replay(rr.Data, off, fn)
+		rr.Release()
+		if err != nil {
+			return fmt.Errorf("load %s-%d at %d: %w", offsetsTopic, partition, off, err)
+		}
+		if next <= off {
+			return fmt.Errorf("load %s-%d: no progress at offset %d", offsetsTopic, partition, off)
+		}
+		off = next
+	}
+	return nil
+}
+
+// replay decodes the batches in data, calls fn for each record at or after from, and returns
+// the offset after the last batch.
+func (s offsetsStore) replay(data []byte, from int64, fn func(coord.Record) error) (int64, error) {
+	next := from
+	for i, pos := 0, 0; len(data) > 0; i++ {
+		b, rest, err := wire.NextBatch(data, i, pos)
+		if err != nil {
+			return next, err
+		}
+		base := b.BaseOffset()
+		if !b.IsControl() {
+			err = s.b.codecs.DecodeRecords(b, maxOffsetsLoadBatch*16, func(r *wire.Record) error {
+				if base+int64(r.OffsetDelta) < from {
+					return nil
+				}
+				rec := coord.Record{Key: append([]byte(nil), r.Key...)}
+				if r.Value != nil {
+					rec.Value = append([]byte{}, r.Value...)
+				}
+				return fn(rec)
+			})
+			if err != nil {
+				return next, err
+			}
+		}
+		next = b.LastOffset() + 1
+		pos += len(b)
+		data = rest
+	}
+	return next, nil
+}
+
+// newGroupCoordinator builds the coordinator from the broker config.
+func (b *Broker) newGroupCoordinator() (*coord.GroupCoordinator, error) {
+	cfg := coord.DefaultConfig()
+	cfg.OffsetsPartitions = int(b.cfg.OffsetsPartitions)
+	cfg.InitialRebalanceDelay = b.cfg.GroupInitialRebalanceDelay
+	cfg.MinSessionTimeout = b.cfg.GroupMinSessionTimeout
+	cfg.MaxSessionTimeout = b.cfg.GroupMaxSessionTimeout
+	cfg.PartitionExists = func(topic string, partition int32) bool {
+		t := b.meta.Image().Topics[topic]
+		return t != nil && partition >= 0 && int(partition) < len(t.Partitions)
+	}
+	return coord.New(cfg, offsetsStore{b: b}, b.logger)
+}
+
+// ensureOffsetsTopic creates __consumer_offsets on first use, as Kafka does on the first
+// FindCoordinator, and makes the coordinator load the partitions it leads.
+func (b *Broker) ensureOffsetsTopic() error {
+	if _, ok := b.meta.Image().Topics[offsetsTopic]; ok {
+		return nil
+	}
+	compact, seg := "compact", offsetsTopicSegmentBytes
+	res := b.createTopics([]topicSpec{{name: offsetsTopic, partitions: b.cfg.OffsetsPartitions, rf: 1, internal: true,
+		configs: map[string]*string{"cleanup.policy": &compact, "segment.bytes": &seg}}}, false)
+	if res[0].err != nil && res[0].err != kerr.TopicAlreadyExists {
+		return fmt.Errorf("create %s: %s: %s", offsetsTopic, res[0].err.Message, res[0].message)
+	}
+	return b.loadOffsetsPartitions()
+}
+
+// loadOffsetsPartitions hands every __consumer_offsets partition led here to the coordinator,
+// which answers COORDINATOR_LOAD_IN_PROGRESS for its groups until the replay is done.
+func (b *Broker) loadOffsetsPartitions() error {
+	ps := b.parts.Load().byName[offsetsTopic]
+	b.groupsLoadMu.Lock()
+	defer b.groupsLoadMu.Unlock()
+	for i, p := range ps {
+		if p == nil || b.groupsLoaded[int32(i)] {
+			continue
+		}
+		idx := int32(i)
+		if err := b.groups.LoadPartition(idx, func(err error) {
+			if err != nil {
+				b.logger.Error("load offsets partition", "partition", idx, "err", err)
+			}
+		}); err != nil {
+			return fmt.Errorf("load %s-%d: %w", offsetsTopic, idx, err)
+		}
+		b.groupsLoaded[idx] = true
+	}
+	return nil
+}
+
+// groupAPIs wraps the coordinator's APIs as broker APIs: requests are decoded into memory of
+// their own (the coordinator keeps strings) and answered when the coordinator responds.
+func groupAPIs() []*api {
+	var out []*api
+	for _, a := range coord.APIs() {
+		out = append(out, &api{key: kmsg.Key(a.Key), minVersion: a.MinVersion, maxVersion: a.MaxVersion,
+			inline: true, copyRequest: true, handle: handleGroupRequest})
+	}
+	return out
+}
+
+func handleGroupRequest(b *Broker, rc *reqCtx, req kmsg.Request) {
+	info := coord.RequestInfo{ClientID: rc.hdr.ClientID, ClientHost: "/" + hostOf(rc.cs.c.RemoteAddr().String())}
+	err := b.groups.Handle(info, req, func(resp kmsg.Response) { rc.respond(resp) })
+	if err == nil {
+		return
+	}
+	if errors.Is(err, coord.ErrClosed) {
+		rc.closeConn()
+		return
+	}
+	b.logger.Error("group coordinator refused a request it advertised", "api", kmsg.NameForKey(rc.hdr.APIKey), "err", err)
+	rc.closeConn()
+}
