@@ -50,9 +50,9 @@ func (m *brokerMetrics) observe(key int16, d time.Duration) {
 	m.latency[key].Update(d.Seconds())
 }
 
-func (m *brokerMetrics) connOpened() { m.connsOpen.Add(1); m.accepted.Inc() }
-func (m *brokerMetrics) connClosed() { m.connsOpen.Add(-1) }
-func (m *brokerMetrics) bytesOut(n int) { m.bytesOutC.Add(n) }
+func (m *brokerMetrics) connOpened()         { m.connsOpen.Add(1); m.accepted.Inc() }
+func (m *brokerMetrics) connClosed()         { m.connsOpen.Add(-1) }
+func (m *brokerMetrics) bytesOut(n int)      { m.bytesOutC.Add(n) }
 func (m *brokerMetrics) setBackend(b string) { m.backend.Store(b) }
 
 // topicBytesIn counts produced bytes per topic.
@@ -91,4 +91,3 @@ func writeRingMetrics(w io.Writer, b *Broker) {
 		fmt.Fprintf(w, "ringbroker_ring_cqes_total{listener=\"%d\"} %d\n", i, st.CQEs)
 	}
 }
-
