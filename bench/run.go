@@ -73,6 +73,7 @@ const (
 	phaseDrain
 )
 
+// String names the phase in progress lines.
 func (p phase) String() string {
 	return [...]string{"setup", "warmup", "run", "drain"}[p]
 }

@@ -4,8 +4,8 @@ package broker
 //
 // Timestamp -2 is the log start offset (earliest), -1 the high watermark (latest; the last
 // stable offset for read_committed, the same until transactions land), -4 the earliest local
-// offset (the log start: there is no tiered storage), -3 (max timestamp, v7+) the batch with the
-// largest timestamp; a timestamp >= 0 finds the first batch whose max timestamp is at or after
+// offset (the log start: there is no tiered storage), -3 (max timestamp, v7+) the last offset of the
+// batch with the largest timestamp; a timestamp >= 0 finds the first batch whose max timestamp is at or after
 // it, through the time index. -5 and -6 (tiered-storage offsets, v9 and v11) answer -1 as Kafka
 // does without tiered storage. Partitions are checked against the client's current leader epoch.
 
@@ -51,7 +51,9 @@ func handleListOffsets(b *Broker, rc *reqCtx, r kmsg.Request) {
 				case ts == -1:
 					sp.Offset = p.log.LogEndOffset()
 				case ts == -3:
-					sp.ErrorCode = kerr.UnsupportedVersion.Code
+					if off, t, ok := p.log.MaxTimestampOffset(); ok {
+						sp.Offset, sp.Timestamp = off, t
+					}
 				case ts == -5 || ts == -6:
 				case ts >= 0:
 					off, t, ok := p.log.OffsetForTimestamp(ts)

@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -45,13 +47,13 @@ func BenchmarkProduceThroughput(b *testing.B) {
 	}
 }
 
-func startBenchBroker(b *testing.B, io, dir string) *Broker {
+func startBenchBroker(b *testing.B, backend, dir string) *Broker {
 	cfg := DefaultConfig()
 	cfg.Listeners = []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 0}}
 	cfg.LogDirs = []string{dir}
 	cfg.MetricsListen = ""
-	cfg.IO = io
-	br, err := New(cfg, nil)
+	cfg.IO = backend
+	br, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		b.Fatal(err)
 	}

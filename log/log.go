@@ -869,3 +869,22 @@ func (l *Log) Delete() error {
 	}
 	return err
 }
+
+// MaxTimestampOffset answers ListOffsets' MAX_TIMESTAMP (-3, KIP-734): the largest timestamp in
+// the log and the last offset of the batch that holds it (the first such batch when several
+// share it). ok is false for an empty log.
+func (l *Log) MaxTimestampOffset() (offset int64, timestamp int64, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return 0, 0, false
+	}
+	start := l.logStart.Load()
+	best := int64(-1)
+	for _, s := range *l.segs.Load() {
+		if s.maxTs > best && s.maxTsOffset >= start {
+			best, offset, ok = s.maxTs, s.maxTsOffset, true
+		}
+	}
+	return offset, best, ok
+}

@@ -604,3 +604,20 @@ func TestLogAppendTimeStamp(t *testing.T) {
 		t.Fatalf("OffsetForTimestamp(700) = %d, %d, %v; want 0, 777, true", off, ts, ok)
 	}
 }
+
+func TestMaxTimestampOffset(t *testing.T) {
+	l := mustOpen(t, t.TempDir(), testConfig(), Options{})
+	defer l.Close()
+	if _, _, ok := l.MaxTimestampOffset(); ok {
+		t.Fatal("empty log has a max timestamp")
+	}
+	for i, ts := range []int64{100, 300, 200, 300, 50} {
+		if _, err := l.Append(makeBatch(t, plain(1, 64, ts))); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	off, ts, ok := l.MaxTimestampOffset()
+	if !ok || ts != 300 || off != 1 {
+		t.Fatalf("MaxTimestampOffset = %d, %d, %v; want 1, 300, true", off, ts, ok)
+	}
+}
