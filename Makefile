@@ -65,7 +65,7 @@ deps-go:
 	$(GO) mod download
 
 deps-kcat:
-	@command -v kcat >/dev/null 2>&1 || { apt-get update && apt-get install -y kcat; }
+	@command -v kcat >/dev/null 2>&1 || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y kcat; }
 
 deps-kafka: $(KAFKA_STAMP)
 
@@ -73,10 +73,10 @@ deps-kafka: $(KAFKA_STAMP)
 # e2e suite's reference broker and Java tools. Refetched only when the pom changes.
 $(KAFKA_STAMP): tools/kafka/pom.xml
 	@command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1 || \
-		{ apt-get update && apt-get install -y default-jre-headless maven; }
+		{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y default-jre-headless maven; }
 	rm -rf $(KAFKA_LIBS)
-	mvn -q -B -f tools/kafka/pom.xml dependency:copy-dependencies \
-		-DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(KAFKA_LIBS)
+	mvn -q -B -Dstyle.color=never -f tools/kafka/pom.xml dependency:copy-dependencies \
+		-Dkafka.version=$(KAFKA_VERSION) -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(KAFKA_LIBS)
 	touch $@
 
 clean:

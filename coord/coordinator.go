@@ -161,13 +161,14 @@ type API struct {
 	MinVersion, MaxVersion int16
 }
 
-// APIs returns the Kafka APIs Handle accepts and their version ranges.
-// OffsetCommit and OffsetFetch stop at v9: v10 addresses topics by id, which
-// needs the broker's topic-id mapping.
+// APIs returns the Kafka APIs Handle accepts and their version ranges, from
+// Apache Kafka 4.0's minimums (KIP-896 removed OffsetCommit v0-1 and
+// OffsetFetch v0). OffsetCommit and OffsetFetch stop at v9: v10 addresses
+// topics by id, which needs the broker's topic-id mapping.
 func APIs() []API {
 	return []API{
-		{int16(kmsg.OffsetCommit), 0, 9},
-		{int16(kmsg.OffsetFetch), 0, 9},
+		{int16(kmsg.OffsetCommit), 2, 9},
+		{int16(kmsg.OffsetFetch), 1, 9},
 		{int16(kmsg.JoinGroup), 0, 9},
 		{int16(kmsg.Heartbeat), 0, 4},
 		{int16(kmsg.LeaveGroup), 0, 5},

@@ -582,8 +582,8 @@ func runCmd(t testing.TB, timeout time.Duration, stdin []byte, name string, args
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			err = fmt.Errorf("%w (timed out after %v)", err, timeout)
 		}
-		t.Fatalf("%s %s: %v after %v\nstdout (tail):\n%s\nstderr (tail):\n%s", name, strings.Join(args, " "), err,
-			time.Since(start).Round(time.Millisecond), tail(res.stdout, 8<<10), tail(res.stderr, 8<<10))
+		t.Fatalf("%s %s: %v after %v\nstdout: %d bytes, ending %q\nstderr (tail):\n%s", name, strings.Join(args, " "), err,
+			time.Since(start).Round(time.Millisecond), len(res.stdout), tail(res.stdout, 1<<10), tail(res.stderr, 8<<10))
 	}
 	return res
 }

@@ -76,7 +76,7 @@ func TestKcat(t *testing.T) {
 					runKcatStdin(t, in.Bytes(), args...)
 				}
 
-				out := runKcat(t, "-b", b.Addr(), "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q",
+				out := runKcat(t, "-b", b.Addr(), "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e",
 					"-f", `K%K:%kV%S:%sH%h\n`).stdout
 				got, err := parseKcatOutput([]byte(out))
 				if err != nil {
