@@ -15,12 +15,19 @@ BENCHTIME     ?= 1s
 E2E_BROKER    ?= ringbroker
 E2E_TIMEOUT   ?= 20m
 UNIT_TIMEOUT  ?= 10m
+# make compare: measured time and warmup per workload, Kafka's first warmup (JIT),
+# the workloads after max-throughput and the half-rate run, and where results go.
+COMPARE_DURATION     ?= 30s
+COMPARE_WARMUP       ?= 10s
+COMPARE_KAFKA_WARMUP ?= 30s
+COMPARE_EXTRA        ?= small-messages 100-partitions
+COMPARE_OUT          ?= results/compare-$(shell date +%Y%m%d-%H%M%S)
 
 # Packages that hold Go files, without the end-to-end suite.
 UNIT_PKGS = $(shell $(GO) list -e ./... 2>/dev/null | grep -v '/e2e$$')
 
 .NOTPARALLEL:
-.PHONY: all build run test unit e2e bench fuzz-short vet deps deps-go deps-kcat deps-kafka clean
+.PHONY: all build run test unit e2e bench compare fuzz-short vet deps deps-go deps-kcat deps-kafka clean
 
 all: build
 
@@ -51,6 +58,13 @@ bench:
 	@pkgs="$(UNIT_PKGS)"; if [ -z "$$pkgs" ]; then echo "bench: no packages"; exit 0; fi; \
 	$(GO) test $(GOLDFLAGS) -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $$pkgs
 
+# Apache Kafka 4.1.1, ringbroker (io_uring) and ringbroker (netpoll), one after the
+# other, under the same ringbench workloads; see tools/compare.sh and BENCHMARKS.md.
+compare: build deps-kcat deps-kafka
+	@command -v jq >/dev/null 2>&1 || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y jq; }
+	OUT="$(COMPARE_OUT)" DURATION="$(COMPARE_DURATION)" WARMUP="$(COMPARE_WARMUP)" \
+		KAFKA_WARMUP="$(COMPARE_KAFKA_WARMUP)" EXTRA="$(COMPARE_EXTRA)" tools/compare.sh
+
 fuzz-short:
 	GO="$(GO)" GOLDFLAGS="$(GOLDFLAGS)" FUZZTIME="$(FUZZTIME)" tools/fuzz-short.sh
 
@@ -59,7 +73,7 @@ vet:
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(GOLDFLAGS) ./...
 
-deps: deps-go deps-kcat deps-kafka
+deps: deps-go deps-kcat deps-kafka deps-clients
 
 deps-go:
 	$(GO) mod download
@@ -68,6 +82,21 @@ deps-kcat:
 	@command -v kcat >/dev/null 2>&1 || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y kcat; }
 
 deps-kafka: $(KAFKA_STAMP)
+
+# Other clients for e2e/clients_test.go, pinned: kafka-python from PyPI, kafkajs from npm.
+KAFKA_PYTHON_VERSION := 3.0.12
+KAFKAJS_VERSION      := 2.2.4
+CLIENTS_STAMP        := .cache/clients-$(KAFKA_PYTHON_VERSION)-$(KAFKAJS_VERSION)
+deps-clients: $(CLIENTS_STAMP)
+
+$(CLIENTS_STAMP):
+	@command -v python3 >/dev/null 2>&1 && python3 -m pip --version >/dev/null 2>&1 || \
+		{ apt-get update && apt-get install -y python3 python3-pip; }
+	@command -v npm >/dev/null 2>&1 || { apt-get update && apt-get install -y nodejs npm; }
+	rm -rf .cache/python .cache/node
+	python3 -m pip install -q --disable-pip-version-check --target .cache/python kafka-python==$(KAFKA_PYTHON_VERSION)
+	npm install --silent --no-audit --no-fund --prefix .cache/node kafkajs@$(KAFKAJS_VERSION)
+	touch $@
 
 # Apache Kafka jars (broker, tools, clients and their runtime dependencies) for the
 # e2e suite's reference broker and Java tools. Refetched only when the pom changes.
