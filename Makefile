@@ -61,7 +61,7 @@ bench:
 # Apache Kafka 4.1.1, ringbroker (io_uring) and ringbroker (netpoll), one after the
 # other, under the same ringbench workloads; see tools/compare.sh and BENCHMARKS.md.
 compare: build deps-kcat deps-kafka
-	@command -v jq >/dev/null 2>&1 || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y jq; }
+	@command -v jq >/dev/null 2>&1 && test -x /usr/bin/time || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y jq time; }
 	OUT="$(COMPARE_OUT)" DURATION="$(COMPARE_DURATION)" WARMUP="$(COMPARE_WARMUP)" \
 		KAFKA_WARMUP="$(COMPARE_KAFKA_WARMUP)" EXTRA="$(COMPARE_EXTRA)" tools/compare.sh
 

@@ -60,6 +60,12 @@ func compareRows() []compareRow {
 			}
 			return float64(*r.Broker.PeakRSSBytes) / (1 << 20), true
 		}, fmtRate, true},
+		compareRow{"broker peak anon RSS MiB", func(r *Result) (float64, bool) {
+			if r.Broker == nil || r.Broker.PeakAnonRSSBytes == nil {
+				return 0, false
+			}
+			return float64(*r.Broker.PeakAnonRSSBytes) / (1 << 20), true
+		}, fmtRate, true},
 		compareRow{"broker CPU %", func(r *Result) (float64, bool) {
 			if r.Broker == nil || r.Broker.CPUPercent == nil {
 				return 0, false

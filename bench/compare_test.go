@@ -54,9 +54,10 @@ func syntheticResult(label string, seed uint64, medianMs float64, withE2E, withB
 	}
 	if withBroker {
 		rss := uint64(medianMs * 300 * (1 << 20))
+		anon := rss * 2 / 3
 		cpu := medianMs * 20
 		pct := 100 * cpu / d.Seconds()
-		r.Broker = &BrokerUsage{PID: 4242, PeakRSSBytes: &rss, CPUSeconds: &cpu, CPUPercent: &pct}
+		r.Broker = &BrokerUsage{PID: 4242, PeakRSSBytes: &rss, PeakAnonRSSBytes: &anon, CPUSeconds: &cpu, CPUPercent: &pct}
 	}
 	return r
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -15,8 +16,14 @@ const userHZ = 100
 type ProcSample struct {
 	// CPUSeconds is user plus system CPU time consumed so far.
 	CPUSeconds float64
-	// RSSBytes is the current resident set size.
+	// RSSBytes is the current resident set size: anonymous memory plus
+	// mapped file pages (a broker that reads segments through mmap has the
+	// page-cache pages it touched here) plus shared memory.
 	RSSBytes uint64
+	// AnonRSSBytes is the anonymous part of RSSBytes (RssAnon: heap, stacks,
+	// private buffers), the memory the process cannot give back to the page
+	// cache; 0 on kernels before 4.5, which do not report it.
+	AnonRSSBytes uint64
 }
 
 // ReadProc samples process pid from /proc/<pid>/stat and /proc/<pid>/status.
@@ -35,11 +42,15 @@ func ReadProc(pid int) (ProcSample, error) {
 	if err != nil {
 		return ProcSample{}, fmt.Errorf("read proc pid=%d: %w", pid, err)
 	}
-	rss, err := parseProcStatusRSS(status)
+	rss, err := parseProcStatusKB(status, "VmRSS")
 	if err != nil {
 		return ProcSample{}, fmt.Errorf("read proc pid=%d: %w", pid, err)
 	}
-	return ProcSample{CPUSeconds: cpu, RSSBytes: rss}, nil
+	anon, err := parseProcStatusKB(status, "RssAnon")
+	if err != nil && !errors.Is(err, errNoField) {
+		return ProcSample{}, fmt.Errorf("read proc pid=%d: %w", pid, err)
+	}
+	return ProcSample{CPUSeconds: cpu, RSSBytes: rss, AnonRSSBytes: anon}, nil
 }
 
 // parseProcStatCPU returns utime+stime in seconds from a /proc/<pid>/stat
@@ -67,24 +78,28 @@ func parseProcStatCPU(stat []byte) (float64, error) {
 	return float64(u+s) / userHZ, nil
 }
 
-// parseProcStatusRSS returns VmRSS in bytes from /proc/<pid>/status.
-func parseProcStatusRSS(status []byte) (uint64, error) {
+// errNoField is returned by parseProcStatusKB when the field is absent.
+var errNoField = errors.New("no such field")
+
+// parseProcStatusKB returns a "<field>: <n> kB" value of /proc/<pid>/status in bytes.
+func parseProcStatusKB(status []byte, field string) (uint64, error) {
+	prefix := []byte(field + ":")
 	for line := range bytes.Lines(status) {
-		rest, ok := bytes.CutPrefix(line, []byte("VmRSS:"))
+		rest, ok := bytes.CutPrefix(line, prefix)
 		if !ok {
 			continue
 		}
 		f := bytes.Fields(rest)
 		if len(f) != 2 || string(f[1]) != "kB" {
-			return 0, fmt.Errorf("parse status VmRSS %q: want \"<n> kB\"", bytes.TrimSpace(rest))
+			return 0, fmt.Errorf("parse status %s %q: want \"<n> kB\"", field, bytes.TrimSpace(rest))
 		}
 		kb, err := strconv.ParseUint(string(f[0]), 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("parse status VmRSS %q: %w", f[0], err)
+			return 0, fmt.Errorf("parse status %s %q: %w", field, f[0], err)
 		}
 		return kb * 1024, nil
 	}
-	return 0, fmt.Errorf("parse status: no VmRSS line (a kernel thread or a zombie?)")
+	return 0, fmt.Errorf("parse status: %s: %w (a kernel thread or a zombie?)", field, errNoField)
 }
 
 func truncate(b []byte, n int) []byte {

@@ -35,19 +35,22 @@ func TestParseProcStatCPU(t *testing.T) {
 	}
 }
 
-func TestParseProcStatusRSS(t *testing.T) {
+func TestParseProcStatusKB(t *testing.T) {
+	const status = "Name:\tjava\nVmPeak:\t 999 kB\nVmRSS:\t  2048 kB\nRssAnon:\t 1024 kB\nRssFile:\t 1024 kB\nThreads: 3\n"
 	tests := []struct {
-		name, status string
-		want         uint64
-		wantErr      string
+		name, status, field string
+		want                uint64
+		wantErr             string
 	}{
-		{"present", "Name:\tjava\nVmPeak:\t 999 kB\nVmRSS:\t  2048 kB\nThreads: 3\n", 2048 * 1024, ""},
-		{"absent", "Name:\tkthreadd\nState:\tS\n", 0, "no VmRSS"},
-		{"bad unit", "VmRSS:\t 12 MB\n", 0, "want"},
+		{"rss", status, "VmRSS", 2048 * 1024, ""},
+		{"anon, not a prefix of another field", status, "RssAnon", 1024 * 1024, ""},
+		{"absent", "Name:\tkthreadd\nState:\tS\n", "VmRSS", 0, "VmRSS: no such field"},
+		{"bad unit", "VmRSS:\t 12 MB\n", "VmRSS", 0, "want"},
+		{"bad number", "VmRSS:\t 1x kB\n", "VmRSS", 0, `VmRSS "1x"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseProcStatusRSS([]byte(tt.status))
+			got, err := parseProcStatusKB([]byte(tt.status), tt.field)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error %v, want %q", err, tt.wantErr)
@@ -66,8 +69,8 @@ func TestReadProcSelf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.RSSBytes == 0 {
-		t.Fatalf("own RSS is 0")
+	if s.RSSBytes == 0 || s.AnonRSSBytes == 0 || s.AnonRSSBytes > s.RSSBytes {
+		t.Fatalf("own RSS %d B, anonymous %d B; want 0 < anonymous <= RSS", s.RSSBytes, s.AnonRSSBytes)
 	}
 	if _, err := ReadProc(-1); err == nil {
 		t.Fatal("ReadProc(-1) succeeded")

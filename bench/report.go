@@ -122,6 +122,9 @@ func WriteReport(out io.Writer, r *Result) error {
 		if b.PeakRSSBytes != nil {
 			fmt.Fprintf(out, " peak RSS %.1f MiB", float64(*b.PeakRSSBytes)/(1<<20))
 		}
+		if b.PeakAnonRSSBytes != nil {
+			fmt.Fprintf(out, " (anonymous %.1f MiB)", float64(*b.PeakAnonRSSBytes)/(1<<20))
+		}
 		if b.CPUSeconds != nil && b.CPUPercent != nil {
 			fmt.Fprintf(out, ", CPU %.1f s (%.0f %% of a core)", *b.CPUSeconds, *b.CPUPercent)
 		}

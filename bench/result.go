@@ -89,8 +89,13 @@ type Point struct {
 type BrokerUsage struct {
 	// PID of the sampled process.
 	PID int `json:"pid,omitempty"`
-	// PeakRSSBytes is the highest resident set size seen.
+	// PeakRSSBytes is the highest resident set size seen. It counts mapped
+	// file pages, so a broker that serves reads from mmap'd segments shows
+	// page cache here that a broker reading with read(2) does not.
 	PeakRSSBytes *uint64 `json:"peakRssBytes,omitempty"`
+	// PeakAnonRSSBytes is the highest anonymous RSS seen (heap, stacks,
+	// buffers: RssAnon), comparable across brokers that read files differently.
+	PeakAnonRSSBytes *uint64 `json:"peakAnonRssBytes,omitempty"`
 	// CPUSeconds is user plus system CPU time used.
 	CPUSeconds *float64 `json:"cpuSeconds,omitempty"`
 	// CPUPercent is CPUSeconds over the measured duration, in percent of one core.

@@ -544,6 +544,7 @@ func (r *runner) monitor(ctx context.Context, done <-chan struct{}) *BrokerUsage
 		first    ProcSample
 		firstAt  time.Time
 		peakRSS  uint64
+		peakAnon uint64
 		sampling bool
 	)
 	sample := func(now time.Time) {
@@ -559,7 +560,11 @@ func (r *runner) monitor(ctx context.Context, done <-chan struct{}) *BrokerUsage
 			first, firstAt = s, now
 		}
 		peakRSS = max(peakRSS, s.RSSBytes)
+		peakAnon = max(peakAnon, s.AnonRSSBytes)
 		u := BrokerUsage{PID: r.opts.BrokerPID, PeakRSSBytes: new(peakRSS)}
+		if peakAnon > 0 {
+			u.PeakAnonRSSBytes = new(peakAnon)
+		}
 		if secs := now.Sub(firstAt).Seconds(); secs > 0 {
 			u.CPUSeconds = new(s.CPUSeconds - first.CPUSeconds)
 			u.CPUPercent = new(100 * *u.CPUSeconds / secs)

@@ -3,29 +3,25 @@ package bench
 import (
 	"bytes"
 	"context"
-	"os"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/bench/benchtest"
 )
 
-// newCluster starts franz-go's in-process Kafka-protocol cluster on a real
-// loopback socket. The broker proper is tested by the e2e suite; this one
-// lets the load generator's wiring be tested on its own.
-func newCluster(t *testing.T) *kfake.Cluster {
-	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
+// TestRunRingbroker drives the load generator against a real ringbroker
+// process, built from this module and shared by the subtests (one build).
+func TestRunRingbroker(t *testing.T) {
+	bin := benchtest.Build(t, t.TempDir())
+	b := benchtest.Start(t, bin, "auto")
+	t.Run("FixedRate", func(t *testing.T) { testRunFixedRate(t, b) })
+	t.Run("MaxRate", func(t *testing.T) { testRunMaxRate(t, b) })
+	t.Run("StallShowsInLatency", func(t *testing.T) { testRunStallShowsInLatency(t, b) })
+	b.Stop()
 }
 
 func testWorkload(rate float64) Workload {
@@ -42,16 +38,15 @@ func testWorkload(rate float64) Workload {
 	return w
 }
 
-func TestRunFixedRate(t *testing.T) {
-	c := newCluster(t)
+func testRunFixedRate(t *testing.T, b *benchtest.Broker) {
 	var progress bytes.Buffer
 	w := testWorkload(1000)
 	res, err := Run(context.Background(), Options{
-		Bootstrap: c.ListenAddrs(),
+		Bootstrap: []string{b.Addr},
 		Workload:  w,
-		Label:     "kfake",
+		Label:     "ringbroker",
 		Progress:  &progress,
-		BrokerPID: os.Getpid(), // kfake runs in this process
+		BrokerPID: b.PID,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -76,15 +71,19 @@ func TestRunFixedRate(t *testing.T) {
 	if e := res.E2E.Latency; e.P50Ms < l.MinMs {
 		t.Fatalf("e2e p50 %v below publish min %v", e.P50Ms, l.MinMs)
 	}
-	if res.Broker == nil || res.Broker.PeakRSSBytes == nil || *res.Broker.PeakRSSBytes == 0 || res.Broker.CPUSeconds == nil {
-		t.Fatalf("broker usage not sampled: %+v", res.Broker)
+	u := res.Broker
+	if u == nil || u.PID != b.PID || u.PeakRSSBytes == nil || u.PeakAnonRSSBytes == nil || u.CPUSeconds == nil {
+		t.Fatalf("broker pid %d usage not sampled: %+v", b.PID, u)
+	}
+	if *u.PeakAnonRSSBytes == 0 || *u.PeakAnonRSSBytes > *u.PeakRSSBytes {
+		t.Fatalf("broker peak anonymous RSS %d B, peak RSS %d B; want 0 < anonymous <= RSS", *u.PeakAnonRSSBytes, *u.PeakRSSBytes)
 	}
 	if !strings.Contains(progress.String(), "run ") || !strings.Contains(progress.String(), "rec/s") {
 		t.Fatalf("no progress lines in %q", progress.String())
 	}
 
 	// The run's topics are gone.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,8 +109,7 @@ func TestRunFixedRate(t *testing.T) {
 	}
 }
 
-func TestRunMaxRate(t *testing.T) {
-	c := newCluster(t)
+func testRunMaxRate(t *testing.T, b *benchtest.Broker) {
 	w := testWorkload(0)
 	w.ConsumerPerSubscription = 1
 	w.KeyDistribution = KeyRandomNano
@@ -119,7 +117,7 @@ func TestRunMaxRate(t *testing.T) {
 	w.Compression = "lz4"
 	w.WarmupDuration = 0
 	w.TestDuration = Duration(time.Second)
-	res, err := Run(context.Background(), Options{Bootstrap: c.ListenAddrs(), Workload: w, Label: "kfake"})
+	res, err := Run(context.Background(), Options{Bootstrap: []string{b.Addr}, Workload: w, Label: "ringbroker"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,40 +129,50 @@ func TestRunMaxRate(t *testing.T) {
 	}
 }
 
-// TestRunStallShowsInLatency stalls one produce request on the broker side.
-// With open-loop pacing the records scheduled during the stall carry their
-// intended times, so the publish max is at least the stall.
-func TestRunStallShowsInLatency(t *testing.T) {
+// testRunStallShowsInLatency stops the broker process for a moment inside
+// the measured period. With open-loop pacing the records scheduled during the
+// stall carry their intended times, so the publish max is at least the stall.
+func testRunStallShowsInLatency(t *testing.T, b *benchtest.Broker) {
 	const stall = 300 * time.Millisecond
-	c := newCluster(t)
 	w := testWorkload(500)
 	w.ProducersPerTopic = 1
 	w.ConsumerPerSubscription = 0
-	var (
-		firstProduce time.Time // only touched by control functions, which run serially
-		stalled      atomic.Bool
-	)
-	c.ControlKey(kmsg.Produce.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if firstProduce.IsZero() {
-			firstProduce = time.Now()
-		}
-		// Stall once, well inside the measured period: load starts with the
-		// first produce, warmup is 300 ms and the measured period 1.5 s.
-		if time.Since(firstProduce) > 600*time.Millisecond && stalled.CompareAndSwap(false, true) {
-			c.SleepControl(func() { <-time.After(stall) })
-		}
-		return nil, nil, false
-	})
-	res, err := Run(context.Background(), Options{Bootstrap: c.ListenAddrs(), Workload: w, Label: "kfake"})
-	if err != nil {
-		t.Fatal(err)
+	type outcome struct {
+		res *Result
+		err error
 	}
-	if !stalled.Load() {
-		t.Fatal("the stall was never injected")
+	measuring := &phaseWatch{prefix: "run ", seen: make(chan struct{})}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := Run(context.Background(), Options{
+			Bootstrap:        []string{b.Addr},
+			Workload:         w,
+			Label:            "ringbroker",
+			Progress:         measuring,
+			ProgressInterval: 50 * time.Millisecond,
+		})
+		done <- outcome{res, err}
+	}()
+
+	// The first progress line of the measured period comes within 50 ms of
+	// its start; the period lasts 1.5 s, so the stall is well inside it.
+	select {
+	case <-measuring.seen:
+	case out := <-done:
+		t.Fatalf("run ended before its measured period was reported: %+v, %v", out.res, out.err)
 	}
+	b.Pause(stall)
+
+	out := <-done
+	if out.err != nil {
+		t.Fatal(out.err)
+	}
+	res := out.res
 	if res.E2E != nil {
 		t.Fatalf("e2e reported without consumers: %+v", res.E2E)
+	}
+	if res.Publish.Errors != 0 || res.Publish.Records != 750 {
+		t.Fatalf("publish records/errors = %d/%d, want 750/0", res.Publish.Records, res.Publish.Errors)
 	}
 	if got := res.Publish.Latency.MaxMs; got < float64(stall.Milliseconds()) {
 		t.Fatalf("publish max %v ms, want >= the %v stall", got, stall)
@@ -173,6 +181,22 @@ func TestRunStallShowsInLatency(t *testing.T) {
 	if got := res.Publish.Latency.P99Ms; got < float64(stall.Milliseconds())/2 {
 		t.Fatalf("publish p99 %v ms does not show the stall", got)
 	}
+}
+
+// phaseWatch is a progress writer that closes seen at the first line that
+// starts with prefix. Progress lines come from one goroutine.
+type phaseWatch struct {
+	prefix string
+	seen   chan struct{}
+	closed bool
+}
+
+func (w *phaseWatch) Write(p []byte) (int, error) {
+	if !w.closed && bytes.HasPrefix(p, []byte(w.prefix)) {
+		w.closed = true
+		close(w.seen)
+	}
+	return len(p), nil
 }
 
 func TestRunErrors(t *testing.T) {

@@ -10,12 +10,16 @@ package broker
 // producers are checked per producer id, epoch and sequence by the log (duplicates are answered
 // with their original offsets). acks=0 gets no response, and the connection is closed when any
 // partition failed, as Kafka does; acks=1 and acks=-1 answer after the append (on one node the
-// in-sync replica set is this broker). v13 names topics by id. Runs on the ring goroutine: the
+// in-sync replica set is this broker). In group-commit mode (topic config flush.group.commit)
+// acks=1 and acks=-1 answer only once a shared fsync covers the appended batches; the handler
+// returns at once and the flusher goroutine sends the response (KAFKA_STORAGE_ERROR for a
+// partition whose fsync failed); acks=0 starts the fsync without waiting. v13 names topics by id. Runs on the ring goroutine: the
 // request's record bytes alias the receive buffer and are consumed before the handler returns.
 
 import (
 	"errors"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -31,21 +35,28 @@ var produceAPI = &api{key: kmsg.Produce, minVersion: 3, advertiseFromZero: true,
 func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.ProduceRequest)
 	resp := kmsg.NewPtrProduceResponse()
+	resp.Topics = make([]kmsg.ProduceResponseTopic, 0, len(req.Topics))
 	tbl := b.parts.Load()
 	im := b.meta.Image()
 	anyErr := false
 	validAcks := req.Acks == 0 || req.Acks == 1 || req.Acks == -1
 	now := time.Now()
+	var waits []durableWait
 	for i := range req.Topics {
 		rt := &req.Topics[i]
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
 		st.TopicID = rt.TopicID
+		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, 0, len(rt.Partitions))
 		var topic *meta.Topic
 		if req.Version >= 13 {
 			topic = im.TopicsByID[meta.UUID(rt.TopicID)]
 		} else {
 			topic = im.Topics[rt.Topic]
+		}
+		var limits produceLimits
+		if topic != nil {
+			limits = b.produceLimitsOf(topic)
 		}
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
@@ -70,7 +81,10 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 					}
 					break
 				}
-				code, msg = b.appendToPartition(p, topic, rp.Records, req.Version, now, &sp)
+				code, msg = b.appendToPartition(p, &limits, rp.Records, req.Version, now, &sp)
+				if code == nil && p.log.GroupCommit() {
+					waits = append(waits, durableWait{topic: len(resp.Topics), partition: len(st.Partitions), log: p.log, upto: p.log.LogEndOffset()})
+				}
 			}
 			if code != nil {
 				anyErr = true
@@ -84,6 +98,9 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 		resp.Topics = append(resp.Topics, st)
 	}
 	if req.Acks == 0 {
+		for _, w := range waits {
+			w.log.SyncAsync(w.upto, ignoreSyncResult)
+		}
 		if anyErr {
 			rc.closeConn()
 			return
@@ -91,18 +108,80 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 		rc.noResponse()
 		return
 	}
+	if len(waits) > 0 {
+		respondWhenDurable(rc, resp, waits)
+		return
+	}
 	rc.respond(resp)
 }
 
-// appendToPartition validates and appends one partition's records and fills sp.
-func (b *Broker) appendToPartition(p *partition, topic *meta.Topic, records []byte, version int16, now time.Time, sp *kmsg.ProduceResponseTopicPartition) (*kerr.Error, string) {
-	maxBytes := int(b.cfg.MessageMaxBytes)
+// durableWait is a partition of a Produce response that waits for a group fsync.
+type durableWait struct {
+	topic, partition int // indexes into the response
+	log              *rlog.Log
+	upto             int64 // the log end offset after the append
+}
+
+func ignoreSyncResult(error) {}
+
+// respondWhenDurable sends resp once every waited partition is fsynced. The callbacks run on
+// the logs' flusher goroutines; the last one to finish responds.
+func respondWhenDurable(rc *reqCtx, resp *kmsg.ProduceResponse, waits []durableWait) {
+	var left atomic.Int32
+	left.Store(int32(len(waits)))
+	for _, w := range waits {
+		w.log.SyncAsync(w.upto, func(err error) {
+			if err != nil {
+				sp := &resp.Topics[w.topic].Partitions[w.partition]
+				sp.ErrorCode = kerr.KafkaStorageError.Code
+				sp.BaseOffset = -1
+				if rc.hdr.APIVersion >= 8 {
+					sp.ErrorMessage = kmsg.StringPtr(err.Error())
+				}
+			}
+			if left.Add(-1) == 0 {
+				rc.respond(resp)
+			}
+		})
+	}
+}
+
+// produceLimits are the topic configs that Produce checks, parsed once per topic and request
+// rather than once per partition.
+type produceLimits struct {
+	maxBytes      int  // max.message.bytes
+	logAppendTime bool // message.timestamp.type=LogAppendTime
+	compacted     bool // cleanup.policy includes compact: every record needs a key
+	// beforeMs and afterMs are message.timestamp.before.max.ms and after.max.ms.
+	beforeMs, afterMs int64
+}
+
+// produceLimitsOf reads topic's Produce limits from its overrides and the broker defaults.
+func (b *Broker) produceLimitsOf(topic *meta.Topic) produceLimits {
+	l := produceLimits{maxBytes: int(b.cfg.MessageMaxBytes)}
 	if v, ok := topic.Configs["max.message.bytes"]; ok {
 		if n, err := strconv.Atoi(v); err == nil {
-			maxBytes = n
+			l.maxBytes = n
 		}
 	}
-	sum, err := wire.ValidateProduce(records, version, maxBytes)
+	l.logAppendTime = topic.Configs["message.timestamp.type"] == "LogAppendTime"
+	limit := func(name string) int64 {
+		v, _ := b.cfg.effectiveTopicConfig(topic.Configs, name)
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 1<<63 - 1
+		}
+		return n
+	}
+	l.beforeMs, l.afterMs = limit("message.timestamp.before.max.ms"), limit("message.timestamp.after.max.ms")
+	policy, _ := b.cfg.effectiveTopicConfig(topic.Configs, "cleanup.policy")
+	l.compacted = contains(splitList(policy), "compact")
+	return l
+}
+
+// appendToPartition validates and appends one partition's records and fills sp.
+func (b *Broker) appendToPartition(p *partition, limits *produceLimits, records []byte, version int16, now time.Time, sp *kmsg.ProduceResponseTopicPartition) (*kerr.Error, string) {
+	sum, err := wire.ValidateProduce(records, version, limits.maxBytes)
 	if err != nil {
 		var be *wire.BatchError
 		if errors.As(err, &be) {
@@ -113,11 +192,16 @@ func (b *Broker) appendToPartition(p *partition, topic *meta.Topic, records []by
 	if sum.First.Transactional {
 		return kerr.InvalidRecord, "transactional batches need the transaction coordinator, which ringbroker does not have yet"
 	}
+	if limits.compacted {
+		if code, msg := b.checkCompactedKeys(p.topic, p.index, records); code != nil {
+			return code, msg
+		}
+	}
 	batch := wire.Batch(records)
-	logAppendTime := topic.Configs["message.timestamp.type"] == "LogAppendTime"
+	logAppendTime := limits.logAppendTime
 	if logAppendTime {
 		batch.SetLogAppendTime(now.UnixMilli())
-	} else if code, msg := b.checkTimestamps(topic, batch, now); code != nil {
+	} else if code, msg := checkTimestamps(limits, batch, now); code != nil {
 		return code, msg
 	}
 	p.appendMu.Lock()
@@ -141,17 +225,9 @@ func (b *Broker) appendToPartition(p *partition, topic *meta.Topic, records []by
 
 // checkTimestamps applies message.timestamp.before.max.ms and after.max.ms to CreateTime
 // batches, as Kafka's LogValidator does.
-func (b *Broker) checkTimestamps(topic *meta.Topic, batch wire.Batch, now time.Time) (*kerr.Error, string) {
-	limit := func(name string) int64 {
-		v, _ := b.cfg.effectiveTopicConfig(topic.Configs, name)
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return 1<<63 - 1
-		}
-		return n
-	}
+func checkTimestamps(limits *produceLimits, batch wire.Batch, now time.Time) (*kerr.Error, string) {
 	nowMs := now.UnixMilli()
-	before, after := limit("message.timestamp.before.max.ms"), limit("message.timestamp.after.max.ms")
+	before, after := limits.beforeMs, limits.afterMs
 	first, last := batch.FirstTimestamp(), batch.MaxTimestamp()
 	if first >= 0 && nowMs-first > before {
 		return kerr.InvalidTimestamp, "timestamp " + strconv.FormatInt(first, 10) + " is older than message.timestamp.before.max.ms allows"

@@ -16,6 +16,7 @@ package broker
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -55,44 +56,96 @@ func handleFetch(b *Broker, rc *reqCtx, r kmsg.Request) {
 		wait = maxFetchWait
 	}
 	f := &fetchOp{b: b, rc: rc, req: req}
-	if f.attempt(wait <= 0) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.attemptLocked(wait <= 0) {
 		return
 	}
 	f.timer = time.AfterFunc(wait, func() { f.retry(true) })
 }
 
-// fetchOp is one Fetch request, possibly parked in the partitions' waiter lists.
+// fetchOp is one Fetch request, possibly parked on its partitions.
 type fetchOp struct {
 	b   *Broker
 	rc  *reqCtx
 	req *kmsg.FetchRequest
 
-	mu    sync.Mutex
-	done  bool
-	timer *time.Timer
+	// wakeQueued is set while a retry triggered by an append is scheduled and has not yet
+	// started, so a burst of appends costs one retry, not one per append.
+	wakeQueued atomic.Bool
+
+	mu   sync.Mutex
+	done bool // guarded by mu: the response went out
+	// parked lists the partitions the fetch is registered on (guarded by mu): all of the
+	// request's partitions from its first park until it is done, whatever the number of retries.
+	parked []*partition
+	timer  *time.Timer // guarded by mu
 }
 
-// fetchWaiter is what a partition holds for a parked fetch.
-type fetchWaiter struct{ op *fetchOp }
-
-// wake retries the fetch off the appending goroutine.
-func (w *fetchWaiter) wake() { go w.op.retry(false) }
+// wake schedules a retry of f off the appending goroutine, unless one is already scheduled.
+func (f *fetchOp) wake() {
+	if f.wakeQueued.CompareAndSwap(false, true) {
+		go f.retry(false)
+	}
+}
 
 // retry runs the fetch again after an append (final=false) or at the deadline (final=true).
 func (f *fetchOp) retry(final bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if !final {
+		// Appends from now on need another look: they may land after this attempt read.
+		f.wakeQueued.Store(false)
+	}
 	if f.done {
 		return
 	}
 	f.attemptLocked(final)
 }
 
-// attempt runs the fetch for the first time.
-func (f *fetchOp) attempt(final bool) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.attemptLocked(final)
+// park registers f on its partitions, once; later attempts that park again keep it there.
+// seen[i] is the log end offset touched[i] had when the attempt read it: an append that came
+// between that read and the registration would find no waiter, so it is checked for here.
+func (f *fetchOp) park(touched []*partition, seen []int64) {
+	if f.parked != nil {
+		return
+	}
+	f.parked = touched
+	for _, p := range touched {
+		p.waitMu.Lock()
+		if p.waiters == nil {
+			p.waiters = make(map[*fetchOp]struct{})
+		}
+		p.waiters[f] = struct{}{}
+		p.waitMu.Unlock()
+	}
+	for i, p := range touched {
+		if p.log.LogEndOffset() != seen[i] {
+			f.wake()
+			return
+		}
+	}
+}
+
+// unpark removes f from the partitions it was parked on.
+func (f *fetchOp) unpark() {
+	for _, p := range f.parked {
+		p.waitMu.Lock()
+		delete(p.waiters, f)
+		p.waitMu.Unlock()
+	}
+	f.parked = nil
+}
+
+// wakeWaiters makes every fetch parked on p look again; Produce calls it after each append. A
+// fetch stays registered until it completes, so waking costs nothing when no fetch waits and
+// does not pile up stale registrations when one does.
+func (p *partition) wakeWaiters() {
+	p.waitMu.Lock()
+	for f := range p.waiters {
+		f.wake()
+	}
+	p.waitMu.Unlock()
 }
 
 // attemptLocked reads every partition; it responds and returns true when min bytes are ready,
@@ -120,6 +173,7 @@ func (f *fetchOp) attemptLocked(final bool) bool {
 	}
 	anyErr := false
 	var touched []*partition
+	var seen []int64 // log end offsets of touched, as read
 	for i := range req.Topics {
 		rt := &req.Topics[i]
 		var topic *meta.Topic
@@ -158,8 +212,9 @@ func (f *fetchOp) attemptLocked(final bool) bool {
 				w.AddPartition(fp, noRecords)
 				continue
 			}
-			touched = append(touched, p)
 			hw := p.log.LogEndOffset()
+			touched = append(touched, p)
+			seen = append(seen, hw)
 			fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset = hw, hw, p.log.LogStartOffset()
 			if rp.FetchOffset < fp.LogStartOffset || rp.FetchOffset > hw {
 				fp.ErrorCode = kerr.OffsetOutOfRange.Code
@@ -195,13 +250,11 @@ func (f *fetchOp) attemptLocked(final bool) bool {
 	}
 	if !final && !anyErr && total < int(req.MinBytes) && len(touched) > 0 && !b.closing.Load() {
 		release()
-		waiter := &fetchWaiter{op: f}
-		for _, p := range touched {
-			p.addWaiter(waiter)
-		}
+		f.park(touched, seen)
 		return false
 	}
 	f.done = true
+	f.unpark()
 	if f.timer != nil {
 		f.timer.Stop()
 	}

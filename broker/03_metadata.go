@@ -86,6 +86,9 @@ func handleMetadata(b *Broker, rc *reqCtx, r kmsg.Request) {
 func (b *Broker) metadataBrokers(im *meta.Image) []kmsg.MetadataResponseBroker {
 	var out []kmsg.MetadataResponseBroker
 	for _, br := range sortedBrokers(im) {
+		if br.Fenced {
+			continue
+		}
 		mb := kmsg.NewMetadataResponseBroker()
 		mb.NodeID = br.NodeID
 		mb.Host = br.Host
@@ -123,6 +126,9 @@ func metadataTopic(t *meta.Topic, includeOps bool) kmsg.MetadataResponseTopic {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p.Index
 		mp.Leader = p.Leader
+		if p.Leader < 0 {
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+		}
 		mp.LeaderEpoch = p.LeaderEpoch
 		mp.Replicas = p.Replicas
 		mp.ISR = p.ISR

@@ -73,8 +73,9 @@ func (b *Broker) planPartitions(im *meta.Image, t kmsg.CreatePartitionsRequestTo
 		return kerr.InvalidReplicaAssignment, fmt.Sprintf("Increasing the number of partitions by %d but %d assignments provided.", add, len(t.Assignment)), nil
 	}
 	var recs []meta.Record
+	placed := b.placeReplicas(im, add)
 	for i := int32(0); i < add; i++ {
-		reps := []int32{b.cfg.NodeID}
+		reps := placed[i]
 		if t.Assignment != nil {
 			reps = t.Assignment[i].Replicas
 			if msg := b.checkReplicas(im, reps); msg != "" {

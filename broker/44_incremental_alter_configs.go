@@ -4,8 +4,8 @@ package broker
 //
 // Topic configs: SET, DELETE, APPEND and SUBTRACT (the last two for list configs such as
 // cleanup.policy), validated like CreateTopics, committed as Config records in the metadata log.
-// validate_only checks without committing. Changed values take effect for partitions opened
-// afterwards (restart); live re-configuration of open logs comes with the storage engine.
+// validate_only checks without committing. Once committed, the new configuration is applied to
+// the topic's open logs (retention, segment, flush and group-commit settings take effect live).
 // Dynamic broker configs are not supported yet and are refused with INVALID_REQUEST.
 
 import (
@@ -127,6 +127,7 @@ func (b *Broker) alterTopicConfigs(res kmsg.IncrementalAlterConfigsRequestResour
 	if _, err := b.meta.Commit(recs); err != nil {
 		return kerr.UnknownServerError, err.Error()
 	}
+	b.applyTopicLogConfig(t.Name)
 	return nil, ""
 }
 

@@ -39,6 +39,7 @@ func servedAPIs() []*api {
 		apiVersionsAPI,
 		createTopicsAPI,
 		deleteTopicsAPI,
+		deleteRecordsAPI,
 		initProducerIDAPI,
 		offsetForLeaderEpochAPI,
 		describeConfigsAPI,

@@ -34,7 +34,7 @@ const metadataDirName = "__cluster_metadata-0"
 type Broker struct {
 	cfg    Config
 	logger *slog.Logger
-	meta   *meta.Log
+	meta   meta.Store
 	apis   *apiTable
 
 	// controllerMu serialises controller decisions (validate, then commit) so two CreateTopics
@@ -47,6 +47,8 @@ type Broker struct {
 
 	producerIDs producerIDAllocator
 	codecs      *wire.Codecs
+	// cleaner compacts the logs of topics whose cleanup.policy includes compact.
+	cleaner *rlog.Cleaner
 
 	// groups is the consumer-group coordinator; groupsLoaded says which __consumer_offsets
 	// partitions it has been given to load.
@@ -63,6 +65,13 @@ type Broker struct {
 	// partition's recovery point. It is used while opening the partitions found at start.
 	startup startupState
 
+	// Cluster mode only (cluster.go): this node's quorum voter (also b.meta), the signal of
+	// a new image, this process's registration id, and whether a heartbeat is in flight.
+	quorum       *meta.RaftStore
+	imageChanged chan struct{}
+	incarnation  meta.UUID
+	heartbeating atomic.Bool
+
 	closing atomic.Bool
 	stop    chan struct{}
 	bg      sync.WaitGroup
@@ -72,6 +81,7 @@ type Broker struct {
 type startupState struct {
 	clean          bool
 	recoveryPoints map[rlog.TopicPartition]int64
+	logStarts      map[rlog.TopicPartition]int64 // log-start-offset-checkpoint
 }
 
 // Background intervals, as Kafka's log.flush.offset.checkpoint.interval.ms and a flush scheduler
@@ -94,7 +104,13 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 		cfg.AdvertisedListeners = cfg.Listeners
 	}
 	b := &Broker{cfg: cfg, logger: logger, metrics: newBrokerMetrics(), apis: newAPITable(),
-		codecs: wire.NewCodecs(), groupsLoaded: map[int32]bool{}}
+		codecs: wire.NewCodecs(), groupsLoaded: map[int32]bool{},
+		cleaner:      rlog.NewCleaner(rlog.CleanerConfig{Logger: logger}),
+		imageChanged: make(chan struct{}, 1), incarnation: meta.NewUUID()}
+	voters, err := b.setupCluster()
+	if err != nil {
+		return nil, err
+	}
 	for _, d := range cfg.LogDirs {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("create log dir %s: %w", d, err)
@@ -104,7 +120,7 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	ml, err := meta.OpenLog(filepath.Join(cfg.LogDirs[0], metadataDirName), clusterID, logger)
+	ml, err := b.openMetaStore(clusterID, voters)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +138,7 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 		logger.Warn("recovery-point checkpoint unreadable; recovering every log in full", "err", err)
 		rps = nil
 	}
-	b.startup = startupState{clean: clean, recoveryPoints: rps}
+	b.startup = startupState{clean: clean, recoveryPoints: rps, logStarts: readLogStarts(dir, logger)}
 	if !clean && len(ml.Image().Topics) > 0 {
 		logger.Info("no clean-shutdown marker: recovering logs from their recovery points", "dir", dir)
 	}
@@ -191,6 +207,10 @@ func (b *Broker) Start() error {
 		b.stopServers(context.Background())
 		return err
 	}
+	if b.quorum != nil {
+		b.bg.Add(1)
+		go b.clusterLoop()
+	}
 	if b.cfg.MetricsListen != "" {
 		ln, err := net.Listen("tcp", b.cfg.MetricsListen)
 		if err != nil {
@@ -202,6 +222,7 @@ func (b *Broker) Start() error {
 		go b.metricsSrv.Serve(ln)
 		b.logger.Info("metrics", "addr", ln.Addr().String())
 	}
+	b.cleaner.Start()
 	return nil
 }
 
@@ -225,10 +246,14 @@ func (b *Broker) advertised() Listener {
 func (b *Broker) registerSelf() error {
 	adv := b.advertised()
 	cur, ok := b.meta.Image().Brokers[b.cfg.NodeID]
-	if ok && cur.Host == adv.Host && int(cur.Port) == adv.Port {
+	if ok && cur.Host == adv.Host && int(cur.Port) == adv.Port && b.quorum == nil {
 		return nil
 	}
-	_, err := b.meta.Commit([]meta.Record{{Type: meta.TypeBroker, NodeID: b.cfg.NodeID, Host: adv.Host, Port: int32(adv.Port)}})
+	rec := meta.Record{Type: meta.TypeBroker, NodeID: b.cfg.NodeID, Host: adv.Host, Port: int32(adv.Port)}
+	if b.quorum != nil {
+		rec.Incarnation = b.incarnation
+	}
+	_, err := b.meta.Commit([]meta.Record{rec})
 	if err != nil {
 		return fmt.Errorf("register broker %d: %w", b.cfg.NodeID, err)
 	}
@@ -256,6 +281,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	close(b.stop)
 	b.bg.Wait()
 	b.groups.Close()
+	b.cleaner.Stop()
 	errs := []error{b.closeLogs()}
 	if errs[0] == nil {
 		dir := b.cfg.LogDirs[0]
@@ -299,7 +325,10 @@ func (b *Broker) writeRecoveryPoints() error {
 			}
 		}
 	}
-	return rlog.WriteOffsetCheckpoint(filepath.Join(b.cfg.LogDirs[0], rlog.RecoveryPointFile), rps)
+	if err := rlog.WriteOffsetCheckpoint(filepath.Join(b.cfg.LogDirs[0], rlog.RecoveryPointFile), rps); err != nil {
+		return err
+	}
+	return b.writeLogStarts()
 }
 
 // backgroundLoop runs the flush scheduler (flush.ms) and the recovery-point checkpoint.
@@ -309,6 +338,8 @@ func (b *Broker) backgroundLoop() {
 	defer flush.Stop()
 	checkpoint := time.NewTicker(checkpointInterval)
 	defer checkpoint.Stop()
+	retention := time.NewTicker(b.retentionCheckInterval())
+	defer retention.Stop()
 	for {
 		select {
 		case <-b.stop:
@@ -324,6 +355,8 @@ func (b *Broker) backgroundLoop() {
 					}
 				}
 			}
+		case <-retention.C:
+			b.applyRetention()
 		case <-checkpoint.C:
 			if err := b.writeRecoveryPoints(); err != nil {
 				b.logger.Error("write recovery-point checkpoint", "err", err)

@@ -1,7 +1,12 @@
 package broker
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"sort"
+	"time"
 
 	"ringbroker/broker/meta"
 )
@@ -13,5 +18,263 @@ func sortedBrokers(im *meta.Image) []meta.Broker {
 		out = append(out, br)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].NodeID < out[j].NodeID })
+	return out
+}
+
+// A cluster (KRaft's model): every node named in controller.quorum.voters runs a Raft voter of
+// the metadata log on its CONTROLLER listener (broker/meta.RaftStore). Each broker registers
+// with a new incarnation id at start and heartbeats to the active controller, which fences
+// brokers that stay silent for broker.session.timeout.ms (their partitions go offline with
+// RF=1, leader -1) and unfences them when they heartbeat again. Without
+// controller.quorum.voters a node is the single voter of a one-file log, as before.
+
+// checkProcessRoles validates process.roles. Only combined nodes are supported: a broker-only
+// node would follow the log as a Raft learner and a controller-only node would serve no
+// clients, and neither is built yet.
+func checkProcessRoles(roles []string) error {
+	seen := map[string]bool{}
+	for _, r := range roles {
+		if r != "broker" && r != "controller" {
+			return fmt.Errorf("unknown role %q: want broker and/or controller", r)
+		}
+		seen[r] = true
+	}
+	if !seen["broker"] || !seen["controller"] {
+		return fmt.Errorf("only combined broker,controller nodes are supported yet")
+	}
+	return nil
+}
+
+// clusterMode reports whether the config names a controller quorum.
+func (c *Config) clusterMode() bool {
+	return c.QuorumVoters != "" || len(c.QuorumBootstrapServers) > 0
+}
+
+// setupCluster validates the cluster keys and splits the controller listener off the client
+// listeners. It returns the quorum's voters, or nil on a single node.
+func (b *Broker) setupCluster() (map[int32]string, error) {
+	c := &b.cfg
+	if !c.clusterMode() {
+		if len(c.ControllerListenerNames) > 0 {
+			return nil, fmt.Errorf("controller.listener.names is set but controller.quorum.voters is not")
+		}
+		return nil, nil
+	}
+	if c.QuorumVoters == "" {
+		return nil, fmt.Errorf("controller.quorum.bootstrap.servers without controller.quorum.voters: dynamic quorums (KIP-853) are not supported yet; list the voters in controller.quorum.voters")
+	}
+	voters, err := meta.ParseVoters(c.QuorumVoters)
+	if err != nil {
+		return nil, fmt.Errorf("controller.quorum.voters=%q: %w", c.QuorumVoters, err)
+	}
+	if _, ok := voters[c.NodeID]; !ok {
+		return nil, fmt.Errorf("node.id %d is not in controller.quorum.voters=%q; only combined broker,controller voters are supported yet", c.NodeID, c.QuorumVoters)
+	}
+	if len(c.ControllerListenerNames) == 0 {
+		return nil, fmt.Errorf("controller.listener.names is required with controller.quorum.voters")
+	}
+	name := c.ControllerListenerNames[0]
+	var ctrl *Listener
+	var clients []Listener
+	for _, l := range c.Listeners {
+		if l.Name == name {
+			ctrl = &l
+			continue
+		}
+		clients = append(clients, l)
+	}
+	if ctrl == nil {
+		return nil, fmt.Errorf("controller listener %s (controller.listener.names) is not in listeners", name)
+	}
+	if len(clients) == 0 {
+		return nil, fmt.Errorf("listeners has no client listener besides the controller listener %s", name)
+	}
+	c.Listeners = clients
+	var adv []Listener
+	for _, l := range c.AdvertisedListeners {
+		if l.Name != name {
+			adv = append(adv, l)
+		}
+	}
+	if len(adv) == 0 {
+		adv = clients
+	}
+	c.AdvertisedListeners = adv
+	if c.ClusterID == "" {
+		if _, err := os.Stat(filepath.Join(c.LogDirs[0], "meta.properties")); err != nil {
+			return nil, fmt.Errorf("log dir %s is not formatted: run `ringbroker format --cluster-id ID --config FILE` (as kafka-storage format) or start with --override cluster.id=ID", c.LogDirs[0])
+		}
+	}
+	voters[c.NodeID] = ctrl.Addr()
+	return voters, nil
+}
+
+// openMetaStore opens the metadata log: the one-file log of a single node, or this node's
+// voter of the controller quorum.
+func (b *Broker) openMetaStore(clusterID string, voters map[int32]string) (meta.Store, error) {
+	dir := filepath.Join(b.cfg.LogDirs[0], metadataDirName)
+	if voters == nil {
+		return meta.OpenLog(dir, clusterID, b.logger)
+	}
+	s, err := meta.OpenRaft(meta.RaftConfig{NodeID: b.cfg.NodeID, Dir: dir, ClusterID: clusterID,
+		Listen: voters[b.cfg.NodeID], Voters: voters, SnapshotEntries: b.cfg.MetadataSnapshotEntries,
+		OnChange: func(*meta.Image) {
+			select {
+			case b.imageChanged <- struct{}{}:
+			default:
+			}
+		}, Logger: b.logger})
+	if err != nil {
+		return nil, err
+	}
+	b.quorum = s
+	return s, nil
+}
+
+// FormatStorage is the storage format step (as kafka-storage format): it writes
+// meta.properties with clusterID into the first log dir. A dir already formatted with the
+// same cluster id is left alone; another cluster id is an error.
+func FormatStorage(cfg Config, clusterID string) error {
+	if _, err := meta.ParseUUID(clusterID); err != nil {
+		return fmt.Errorf("cluster id: %w", err)
+	}
+	if len(cfg.LogDirs) == 0 {
+		return fmt.Errorf("config has no log.dirs")
+	}
+	if err := os.MkdirAll(cfg.LogDirs[0], 0o755); err != nil {
+		return fmt.Errorf("create log dir %s: %w", cfg.LogDirs[0], err)
+	}
+	_, err := ensureMetaProperties(cfg.LogDirs[0], cfg.NodeID, clusterID)
+	return err
+}
+
+// clusterLoop runs while the broker is up in a cluster: it brings the open logs in line with
+// every new image, heartbeats to the active controller, and, while this node is the active
+// controller, fences and unfences brokers.
+func (b *Broker) clusterLoop() {
+	defer b.bg.Done()
+	hb := time.NewTicker(b.cfg.BrokerHeartbeatInterval)
+	defer hb.Stop()
+	check := time.NewTicker(b.cfg.BrokerHeartbeatInterval / 2)
+	defer check.Stop()
+	var leaderSince time.Time
+	// registered holds when this controller first saw each registration: a registration is
+	// as good as a heartbeat.
+	registered := map[meta.UUID]time.Time{}
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-b.imageChanged:
+			if err := b.syncPartitions(); err != nil {
+				b.logger.Error("open partitions for the new metadata image", "err", err)
+			}
+			if err := b.loadOffsetsPartitions(); err != nil {
+				b.logger.Error("load offsets partitions", "err", err)
+			}
+		case <-hb.C:
+			go b.heartbeat()
+		case <-check.C:
+			if !b.quorum.IsLeader() {
+				if !leaderSince.IsZero() {
+					b.logger.Info("no longer the active controller", "node", b.cfg.NodeID)
+				}
+				leaderSince = time.Time{}
+				continue
+			}
+			now := time.Now()
+			if leaderSince.IsZero() {
+				b.logger.Info("became the active controller", "node", b.cfg.NodeID)
+				leaderSince = now
+				b.quorum.ResetHeartbeats()
+			}
+			im := b.quorum.Image()
+			hbs := b.quorum.Heartbeats()
+			for _, br := range im.Brokers {
+				if _, ok := registered[br.Incarnation]; !ok {
+					registered[br.Incarnation] = now
+				}
+				if hb, ok := hbs[br.NodeID]; !ok || registered[br.Incarnation].After(hb.At) {
+					hbs[br.NodeID] = meta.Heartbeat{Incarnation: br.Incarnation, At: registered[br.Incarnation]}
+				}
+			}
+			recs := fenceRecords(im, hbs, leaderSince, now, b.cfg.BrokerSessionTimeout)
+			if len(recs) == 0 {
+				continue
+			}
+			if _, err := b.quorum.Commit(recs); err != nil {
+				b.logger.Warn("commit broker fencing", "err", err)
+			}
+		}
+	}
+}
+
+// heartbeat tells the active controller this broker is alive.
+func (b *Broker) heartbeat() {
+	if !b.heartbeating.CompareAndSwap(false, true) {
+		return
+	}
+	defer b.heartbeating.Store(false)
+	if err := b.quorum.Heartbeat(b.cfg.NodeID, b.incarnation); err != nil {
+		b.logger.Warn("broker heartbeat", "err", err)
+	}
+}
+
+// fenceRecords is the active controller's decision: fence the unfenced brokers not heard from
+// (with their registered incarnation) for sessionTimeout, unfence fenced ones heard from again,
+// and move each partition's leadership to its first unfenced replica, or to -1 (offline) when
+// none is. A broker's silence is counted from when this controller began leading at the
+// earliest, as heartbeats went to the previous leader before.
+func fenceRecords(im *meta.Image, hbs map[int32]meta.Heartbeat, leaderSince, now time.Time, sessionTimeout time.Duration) []meta.Record {
+	var recs []meta.Record
+	fenced := map[int32]bool{}
+	for _, br := range sortedBrokers(im) {
+		last := leaderSince
+		if hb, ok := hbs[br.NodeID]; ok && hb.Incarnation == br.Incarnation && hb.At.After(last) {
+			last = hb.At
+		}
+		alive := now.Sub(last) < sessionTimeout
+		if alive == br.Fenced {
+			recs = append(recs, meta.Record{Type: meta.TypeFence, NodeID: br.NodeID, Fenced: !alive})
+		}
+		fenced[br.NodeID] = !alive
+	}
+	for _, name := range im.SortedTopicNames() {
+		t := im.Topics[name]
+		for _, p := range t.Partitions {
+			leader := int32(-1)
+			for _, r := range p.Replicas {
+				if up, ok := fenced[r]; ok && !up {
+					leader = r
+					break
+				}
+			}
+			if leader != p.Leader {
+				recs = append(recs, meta.Record{Type: meta.TypePartition, TopicID: t.ID, Partition: p.Index,
+					Replicas: p.Replicas, ISR: p.ISR, Leader: leader, LeaderEpoch: p.LeaderEpoch + 1})
+			}
+		}
+	}
+	return recs
+}
+
+// placeReplicas assigns n partitions with one replica each, round-robin over the unfenced
+// brokers from a random first one (as Kafka's placer), or all to this node when no broker is
+// registered yet.
+func (b *Broker) placeReplicas(im *meta.Image, n int32) [][]int32 {
+	var live []int32
+	for _, br := range sortedBrokers(im) {
+		if !br.Fenced {
+			live = append(live, br.NodeID)
+		}
+	}
+	if len(live) == 0 {
+		live = []int32{b.cfg.NodeID}
+	}
+	start := rand.IntN(len(live))
+	out := make([][]int32, n)
+	for p := range out {
+		out[p] = []int32{live[(start+p)%len(live)]}
+	}
 	return out
 }

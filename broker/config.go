@@ -36,6 +36,14 @@ type Config struct {
 	GroupInitialRebalanceDelay time.Duration // group.initial.rebalance.delay.ms
 	GroupMinSessionTimeout     time.Duration // group.min.session.timeout.ms
 	GroupMaxSessionTimeout     time.Duration // group.max.session.timeout.ms
+	// KIP-848 consumer groups (group.consumer.*); min/max bound the configured values.
+	ConsumerHeartbeatInterval    time.Duration // group.consumer.heartbeat.interval.ms
+	ConsumerMinHeartbeatInterval time.Duration // group.consumer.min.heartbeat.interval.ms
+	ConsumerMaxHeartbeatInterval time.Duration // group.consumer.max.heartbeat.interval.ms
+	ConsumerSessionTimeout       time.Duration // group.consumer.session.timeout.ms
+	ConsumerMinSessionTimeout    time.Duration // group.consumer.min.session.timeout.ms
+	ConsumerMaxSessionTimeout    time.Duration // group.consumer.max.session.timeout.ms
+	ConsumerAssignors            []string      // group.consumer.assignors: uniform, range; the first is the default
 
 	// Log defaults for topics (log.* broker keys); topic configs override them.
 	SegmentBytes       int64         // log.segment.bytes
@@ -48,6 +56,25 @@ type Config struct {
 	RetentionBytes     int64         // log.retention.bytes
 	CleanupPolicy      string        // log.cleanup.policy
 	CompressionType    string        // compression.type
+
+	// FlushGroupCommit (log.flush.group.commit, ringbroker's own; topic config
+	// flush.group.commit) makes Produce with acks >= 1 answer only after a shared fsync
+	// covering its batch.
+	FlushGroupCommit bool
+	// RetentionCheckInterval is log.retention.check.interval.ms: how often retention runs.
+	RetentionCheckInterval time.Duration
+
+	// Cluster keys (KRaft's names; see cluster.go). Without controller.quorum.voters the node
+	// is a single voter with its metadata log in one file, as before.
+	ProcessRoles            []string      // process.roles
+	QuorumVoters            string        // controller.quorum.voters: id@host:port,...
+	QuorumBootstrapServers  []string      // controller.quorum.bootstrap.servers
+	ControllerListenerNames []string      // controller.listener.names
+	BrokerHeartbeatInterval time.Duration // broker.heartbeat.interval.ms
+	BrokerSessionTimeout    time.Duration // broker.session.timeout.ms
+	// MetadataSnapshotEntries (metadata.snapshot.interval.entries, ringbroker's own): a
+	// snapshot of the metadata image every this many Raft entries.
+	MetadataSnapshotEntries uint64
 }
 
 // Listener is one name://host:port entry of listeners.
@@ -88,10 +115,24 @@ func DefaultConfig() Config {
 		CleanupPolicy:      "delete",
 		CompressionType:    "producer",
 
+		RetentionCheckInterval: 300 * time.Second,
+
+		BrokerHeartbeatInterval: 2 * time.Second,
+		BrokerSessionTimeout:    9 * time.Second,
+		MetadataSnapshotEntries: 10000,
+
 		OffsetsPartitions:          50,
 		GroupInitialRebalanceDelay: 3 * time.Second,
-		GroupMinSessionTimeout:     6 * time.Second,
-		GroupMaxSessionTimeout:     30 * time.Minute,
+
+		ConsumerHeartbeatInterval:    5 * time.Second,
+		ConsumerMinHeartbeatInterval: 5 * time.Second,
+		ConsumerMaxHeartbeatInterval: 15 * time.Second,
+		ConsumerSessionTimeout:       45 * time.Second,
+		ConsumerMinSessionTimeout:    45 * time.Second,
+		ConsumerMaxSessionTimeout:    60 * time.Second,
+		ConsumerAssignors:            []string{"uniform", "range"},
+		GroupMinSessionTimeout:       6 * time.Second,
+		GroupMaxSessionTimeout:       30 * time.Minute,
 	}
 }
 
@@ -223,6 +264,13 @@ func (c *Config) Set(key, val string) error {
 		c.RetentionMs = h * 3600 * 1000
 	case "log.retention.bytes":
 		c.RetentionBytes, err = strconv.ParseInt(val, 10, 64)
+	case "log.flush.group.commit":
+		c.FlushGroupCommit, err = strconv.ParseBool(val)
+	case "log.retention.check.interval.ms":
+		c.RetentionCheckInterval, err = parseMillis(val)
+		if err == nil && c.RetentionCheckInterval <= 0 {
+			err = fmt.Errorf("must be at least 1")
+		}
 	case "log.cleanup.policy":
 		c.CleanupPolicy = val
 	case "compression.type":
@@ -240,16 +288,53 @@ func (c *Config) Set(key, val string) error {
 		c.GroupMinSessionTimeout, err = parseMillis(val)
 	case "group.max.session.timeout.ms":
 		c.GroupMaxSessionTimeout, err = parseMillis(val)
+	case "group.consumer.heartbeat.interval.ms":
+		c.ConsumerHeartbeatInterval, err = parseMillis(val)
+	case "group.consumer.min.heartbeat.interval.ms":
+		c.ConsumerMinHeartbeatInterval, err = parseMillis(val)
+	case "group.consumer.max.heartbeat.interval.ms":
+		c.ConsumerMaxHeartbeatInterval, err = parseMillis(val)
+	case "group.consumer.session.timeout.ms":
+		c.ConsumerSessionTimeout, err = parseMillis(val)
+	case "group.consumer.min.session.timeout.ms":
+		c.ConsumerMinSessionTimeout, err = parseMillis(val)
+	case "group.consumer.max.session.timeout.ms":
+		c.ConsumerMaxSessionTimeout, err = parseMillis(val)
+	case "group.consumer.assignors":
+		c.ConsumerAssignors = nil
+		for _, a := range strings.Split(val, ",") {
+			c.ConsumerAssignors = append(c.ConsumerAssignors, strings.TrimSpace(a))
+		}
 	case "process.roles":
-		if val != "broker,controller" && val != "controller,broker" {
-			err = fmt.Errorf("only the combined single-node role broker,controller is supported until the Raft quorum lands")
+		c.ProcessRoles = splitList(val)
+		err = checkProcessRoles(c.ProcessRoles)
+	case "controller.quorum.voters":
+		c.QuorumVoters = val
+	case "controller.quorum.bootstrap.servers":
+		c.QuorumBootstrapServers = splitList(val)
+	case "controller.listener.names":
+		c.ControllerListenerNames = splitList(val)
+	case "broker.heartbeat.interval.ms":
+		c.BrokerHeartbeatInterval, err = parseMillis(val)
+		if err == nil && c.BrokerHeartbeatInterval <= 0 {
+			err = fmt.Errorf("must be at least 1")
+		}
+	case "broker.session.timeout.ms":
+		c.BrokerSessionTimeout, err = parseMillis(val)
+		if err == nil && c.BrokerSessionTimeout <= 0 {
+			err = fmt.Errorf("must be at least 1")
+		}
+	case "metadata.snapshot.interval.entries":
+		c.MetadataSnapshotEntries, err = strconv.ParseUint(val, 10, 64)
+		if err == nil && c.MetadataSnapshotEntries == 0 {
+			err = fmt.Errorf("must be at least 1")
 		}
 	case "offsets.topic.replication.factor", "transaction.state.log.replication.factor",
-		"transaction.state.log.min.isr", "controller.quorum.voters", "controller.listener.names",
+		"transaction.state.log.min.isr",
 		"listener.security.protocol.map", "inter.broker.listener.name", "num.network.threads",
 		"num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
-		"num.recovery.threads.per.data.dir", "log.retention.check.interval.ms",
-		"controller.quorum.bootstrap.servers", "share.coordinator.state.topic.replication.factor",
+		"num.recovery.threads.per.data.dir",
+		"share.coordinator.state.topic.replication.factor",
 		"share.coordinator.state.topic.min.isr":
 		// Accepted for compatibility with Kafka's sample server.properties; no effect yet.
 	default:

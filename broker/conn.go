@@ -163,13 +163,21 @@ func (cs *connState) deliver(seq uint64, bufs [][]byte, done func()) {
 		}
 		return
 	}
-	cs.pending[seq] = outgoing{bufs: bufs, done: done}
+	// In order with nothing waiting, the common case, the response skips the map.
+	direct := seq == cs.sendSeq && len(cs.pending) == 0
+	if !direct {
+		cs.pending[seq] = outgoing{bufs: bufs, done: done}
+	}
 	for {
-		o, ok := cs.pending[cs.sendSeq]
-		if !ok {
-			break
+		o := outgoing{bufs: bufs, done: done}
+		if !direct {
+			var ok bool
+			if o, ok = cs.pending[cs.sendSeq]; !ok {
+				break
+			}
+			delete(cs.pending, cs.sendSeq)
 		}
-		delete(cs.pending, cs.sendSeq)
+		direct = false
 		cs.sendSeq++
 		if o.bufs == nil {
 			if o.done != nil {

@@ -107,10 +107,10 @@ func (b *Broker) planTopic(im *meta.Image, spec topicSpec) ([]meta.Record, topic
 		if int(rf) > brokers {
 			return fail(kerr.InvalidReplicationFactor, fmt.Sprintf("Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only %d broker(s) are registered.", rf, rf, brokers))
 		}
-		assignment = make([][]int32, np)
-		for p := range assignment {
-			assignment[p] = []int32{b.cfg.NodeID}
+		if rf > 1 {
+			return fail(kerr.InvalidReplicationFactor, fmt.Sprintf("Replication factor %d is not supported: ringbroker does not replicate partition data yet, so every partition has one replica; use replication factor 1.", rf))
 		}
+		assignment = b.placeReplicas(im, np)
 	}
 	for k, v := range spec.configs {
 		if v == nil {
@@ -174,8 +174,6 @@ func (b *Broker) validateTopicConfigValue(k, v string) error {
 	switch {
 	case k == "compression.type" && v != "producer":
 		return fmt.Errorf("compression.type=%s needs broker-side recompression, which ringbroker does not do yet; only 'producer' is supported", v)
-	case k == "cleanup.policy" && strings.Contains(v, "compact"):
-		return fmt.Errorf("cleanup.policy=%s: log compaction is not implemented yet in ringbroker", v)
 	case k == "remote.storage.enable" && strings.EqualFold(v, "true"):
 		return fmt.Errorf("tiered storage is not supported by ringbroker")
 	}

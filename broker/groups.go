@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringbroker/broker/meta"
 	"ringbroker/coord"
 	"ringbroker/wire"
 )
@@ -123,7 +124,54 @@ func (b *Broker) newGroupCoordinator() (*coord.GroupCoordinator, error) {
 		t := b.meta.Image().Topics[topic]
 		return t != nil && partition >= 0 && int(partition) < len(t.Partitions)
 	}
+	cfg.Topics = func() coord.Topics { return imageTopics{b.meta.Image()} }
+	c := b.cfg
+	switch {
+	case c.ConsumerHeartbeatInterval < c.ConsumerMinHeartbeatInterval || c.ConsumerHeartbeatInterval > c.ConsumerMaxHeartbeatInterval:
+		return nil, fmt.Errorf("group.consumer.heartbeat.interval.ms %d outside [%d, %d]", c.ConsumerHeartbeatInterval.Milliseconds(),
+			c.ConsumerMinHeartbeatInterval.Milliseconds(), c.ConsumerMaxHeartbeatInterval.Milliseconds())
+	case c.ConsumerSessionTimeout < c.ConsumerMinSessionTimeout || c.ConsumerSessionTimeout > c.ConsumerMaxSessionTimeout:
+		return nil, fmt.Errorf("group.consumer.session.timeout.ms %d outside [%d, %d]", c.ConsumerSessionTimeout.Milliseconds(),
+			c.ConsumerMinSessionTimeout.Milliseconds(), c.ConsumerMaxSessionTimeout.Milliseconds())
+	}
+	cfg.ConsumerHeartbeatInterval = c.ConsumerHeartbeatInterval
+	cfg.ConsumerSessionTimeout = c.ConsumerSessionTimeout
+	cfg.ConsumerAssignors = c.ConsumerAssignors
 	return coord.New(cfg, offsetsStore{b: b}, b.logger)
+}
+
+// imageTopics is the coordinator's view of one metadata image.
+type imageTopics struct{ img *meta.Image }
+
+// Version is the metadata log offset the image was built at.
+func (t imageTopics) Version() int64 { return t.img.Offset }
+
+// ByName looks a topic up by name.
+func (t imageTopics) ByName(name string) (coord.TopicInfo, bool) {
+	return topicInfo(t.img.Topics[name])
+}
+
+// ByID looks a topic up by id.
+func (t imageTopics) ByID(id [16]byte) (coord.TopicInfo, bool) {
+	return topicInfo(t.img.TopicsByID[meta.UUID(id)])
+}
+
+// Names lists every topic but __consumer_offsets, which regex subscriptions never match.
+func (t imageTopics) Names() []string {
+	names := make([]string, 0, len(t.img.Topics))
+	for name := range t.img.Topics {
+		if name != offsetsTopic {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+func topicInfo(tp *meta.Topic) (coord.TopicInfo, bool) {
+	if tp == nil {
+		return coord.TopicInfo{}, false
+	}
+	return coord.TopicInfo{Name: tp.Name, ID: tp.ID, Partitions: int32(len(tp.Partitions))}, true
 }
 
 // ensureOffsetsTopic creates __consumer_offsets on first use, as Kafka does on the first
@@ -176,6 +224,14 @@ func groupAPIs() []*api {
 }
 
 func handleGroupRequest(b *Broker, rc *reqCtx, req kmsg.Request) {
+	if sync, ok := req.(*kmsg.SyncGroupRequest); ok && sync.Version >= 5 && (sync.ProtocolType == nil || sync.Protocol == nil) {
+		// From v5 the protocol type and name are mandatory; Kafka's request handler answers
+		// INCONSISTENT_GROUP_PROTOCOL before the coordinator sees the request.
+		resp := sync.ResponseKind().(*kmsg.SyncGroupResponse)
+		resp.ErrorCode = kerr.InconsistentGroupProtocol.Code
+		rc.respond(resp)
+		return
+	}
 	info := coord.RequestInfo{ClientID: rc.hdr.ClientID, ClientHost: "/" + hostOf(rc.cs.c.RemoteAddr().String())}
 	err := b.groups.Handle(info, req, func(resp kmsg.Response) { rc.respond(resp) })
 	if err == nil {

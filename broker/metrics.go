@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +23,7 @@ type brokerMetrics struct {
 	bytesOutC  *metrics.Counter
 	backend    atomic.Value // string
 	topicBytes *metrics.Set
+	topicCache sync.Map // topic name -> *topicCounters
 }
 
 func newBrokerMetrics() *brokerMetrics {
@@ -58,12 +60,28 @@ func (m *brokerMetrics) setBackend(b string) { m.backend.Store(b) }
 // topicBytesIn counts produced bytes per topic.
 func (m *brokerMetrics) topicBytesIn(topic string, n int) {
 	m.bytesIn.Add(n)
-	m.topicBytes.GetOrCreateCounter(fmt.Sprintf(`ringbroker_topic_bytes_in_total{topic=%q}`, topic)).Add(n)
+	m.countersOf(topic).in.Add(n)
 }
 
 // topicBytesOut counts fetched bytes per topic.
 func (m *brokerMetrics) topicBytesOut(topic string, n int) {
-	m.topicBytes.GetOrCreateCounter(fmt.Sprintf(`ringbroker_topic_bytes_out_total{topic=%q}`, topic)).Add(n)
+	m.countersOf(topic).out.Add(n)
+}
+
+// topicCounters are the per-topic byte counters, looked up by topic name on every Produce and
+// Fetch partition; the cache spares formatting the metric name each time.
+type topicCounters struct{ in, out *metrics.Counter }
+
+func (m *brokerMetrics) countersOf(topic string) *topicCounters {
+	if tc, ok := m.topicCache.Load(topic); ok {
+		return tc.(*topicCounters)
+	}
+	tc := &topicCounters{
+		in:  m.topicBytes.GetOrCreateCounter(fmt.Sprintf(`ringbroker_topic_bytes_in_total{topic=%q}`, topic)),
+		out: m.topicBytes.GetOrCreateCounter(fmt.Sprintf(`ringbroker_topic_bytes_out_total{topic=%q}`, topic)),
+	}
+	actual, _ := m.topicCache.LoadOrStore(topic, tc)
+	return actual.(*topicCounters)
 }
 
 // handler serves /metrics in the Prometheus text format.

@@ -32,8 +32,10 @@ type partition struct {
 	// watermark and the waiter wake-ups see appends in offset order.
 	appendMu sync.Mutex
 
-	waitMu  sync.Mutex
-	waiters []*fetchWaiter // parked fetches to wake on the next append
+	waitMu sync.Mutex
+	// waiters are the fetches parked on p (guarded by waitMu); each stays until it completes and
+	// is woken by every append meanwhile (01_fetch.go).
+	waiters map[*fetchOp]struct{}
 }
 
 // lookup returns the partition, or nil when this broker does not have it.
@@ -52,24 +54,6 @@ func (t *partitionTable) lookupID(id meta.UUID, index int32) *partition {
 		return nil
 	}
 	return ps[index]
-}
-
-// addWaiter parks w until the next append to p.
-func (p *partition) addWaiter(w *fetchWaiter) {
-	p.waitMu.Lock()
-	p.waiters = append(p.waiters, w)
-	p.waitMu.Unlock()
-}
-
-// wakeWaiters fires every fetch parked on p.
-func (p *partition) wakeWaiters() {
-	p.waitMu.Lock()
-	ws := p.waiters
-	p.waiters = nil
-	p.waitMu.Unlock()
-	for _, w := range ws {
-		w.wake()
-	}
 }
 
 // partitionDir is Kafka's directory name for a partition.
@@ -99,6 +83,8 @@ func (b *Broker) logConfigFor(t *meta.Topic) rlog.Config {
 	}
 	c.RetentionMs = num("retention.ms")
 	c.RetentionBytes = num("retention.bytes")
+	c.GroupCommit = strings.EqualFold(strings.TrimSpace(get("flush.group.commit")), "true")
+	c.DeletePolicy = contains(splitList(get("cleanup.policy")), "delete")
 	return c
 }
 
@@ -142,6 +128,7 @@ func (b *Broker) syncPartitions() error {
 				continue
 			}
 			p.wakeWaiters()
+			b.cleaner.Remove(p.log)
 			if err := p.log.Delete(); err != nil {
 				b.logger.Warn("delete partition log", "topic", p.topic, "partition", p.index, "err", err)
 			}
@@ -162,12 +149,15 @@ func (b *Broker) openPartition(logDir string, t *meta.Topic, index int32) (*part
 	}
 	opts := rlog.Options{TopicID: t.ID, Topic: t.Name, Partition: index, Logger: b.logger,
 		LeaderEpoch: t.Partitions[index].LeaderEpoch, CleanShutdown: b.startup.clean,
-		RecoveryPoint: b.startup.recoveryPoints[rlog.TopicPartition{Topic: t.Name, Partition: index}]}
+		RecoveryPoint:  b.startup.recoveryPoints[rlog.TopicPartition{Topic: t.Name, Partition: index}],
+		LogStartOffset: b.startup.logStarts[rlog.TopicPartition{Topic: t.Name, Partition: index}]}
 	l, err := rlog.Open(dir, b.logConfigFor(t), opts)
 	if err != nil {
 		return nil, fmt.Errorf("open partition %s-%d: %w", t.Name, index, err)
 	}
-	return &partition{topic: t.Name, topicID: t.ID, index: index, log: l}, nil
+	p := &partition{topic: t.Name, topicID: t.ID, index: index, log: l}
+	b.registerCompaction(p, t)
+	return p, nil
 }
 
 // readPartitionTopicID reads the topic id from Kafka's partition.metadata file.

@@ -47,6 +47,7 @@ var topicConfigDefs = []topicConfigDef{
 		}
 		return strconv.FormatInt(c.FlushInterval.Milliseconds(), 10)
 	}},
+	{name: "flush.group.commit", brokerKey: "log.flush.group.commit", kind: kindBool, dflt: func(c *Config) string { return strconv.FormatBool(c.FlushGroupCommit) }},
 	{name: "index.interval.bytes", brokerKey: "log.index.interval.bytes", kind: kindInt, dflt: func(c *Config) string { return strconv.Itoa(c.IndexIntervalBytes) }},
 	{name: "local.retention.bytes", brokerKey: "log.local.retention.bytes", kind: kindLong, min: -2, dflt: constDefault("-2")},
 	{name: "local.retention.ms", brokerKey: "log.local.retention.ms", kind: kindLong, min: -2, dflt: constDefault("-2")},

@@ -12,7 +12,12 @@ package coord
 // Version notes: v1 has a per-partition commit timestamp; v2-v4 a retention
 // time (stored as an explicit expire timestamp); v6 adds leader epochs; v7
 // adds group.instance.id; v9 answers GROUP_ID_NOT_FOUND instead of
-// ILLEGAL_GENERATION for an unknown group. v10 (topic ids) is not served.
+// ILLEGAL_GENERATION for an unknown group; v10 addresses topics by id
+// (UNKNOWN_TOPIC_ID for ids the metadata image does not know).
+//
+// In a KIP-848 consumer group the generation field carries the member epoch:
+// a larger epoch than the member's is FENCED_MEMBER_EPOCH, a smaller one
+// STALE_MEMBER_EPOCH, and members must commit with v9 or later.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -29,9 +34,12 @@ func (s *shard) offsetCommit(p int32, req *kmsg.OffsetCommitRequest, respond fun
 	// request order.
 	codes := make([]*int16, 0, n)
 	resp.Topics = make([]kmsg.OffsetCommitResponseTopic, 0, len(req.Topics))
+	if req.Version >= 10 {
+		s.topicNamesForCommit(req)
+	}
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetCommitResponseTopic()
-		st.Topic = rt.Topic
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
 		st.Partitions = make([]kmsg.OffsetCommitResponseTopicPartition, 0, len(rt.Partitions))
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetCommitResponseTopicPartition()
@@ -51,7 +59,9 @@ func (s *shard) offsetCommit(p int32, req *kmsg.OffsetCommitRequest, respond fun
 	k := 0
 	for _, rt := range req.Topics {
 		for _, rp := range rt.Partitions {
-			if exists := s.c.cfg.PartitionExists; exists != nil && !exists(rt.Topic, rp.Partition) {
+			if req.Version >= 10 && rt.Topic == "" {
+				*codes[k] = kerr.UnknownTopicID.Code
+			} else if exists := s.c.cfg.PartitionExists; exists != nil && !exists(rt.Topic, rp.Partition) {
 				*codes[k] = kerr.UnknownTopicOrPartition.Code
 			} else {
 				valid[k] = true
@@ -92,7 +102,7 @@ func (s *shard) offsetCommit(p int32, req *kmsg.OffsetCommitRequest, respond fun
 		failValid(errc)
 		return
 	}
-	if g.is(stateStable) || g.is(statePreparingRebalance) {
+	if g.cons == nil && (g.is(stateStable) || g.is(statePreparingRebalance)) {
 		if m := g.byID[req.MemberID]; m != nil {
 			s.rescheduleHeartbeat(g, m, m.sessionTimeout)
 		}
@@ -175,6 +185,9 @@ func validateCommit(g *group, req *kmsg.OffsetCommitRequest) *kerr.Error {
 	if g.is(stateDead) {
 		return kerr.CoordinatorNotAvailable
 	}
+	if g.cons != nil {
+		return g.cons.validateCommit(req)
+	}
 	if req.Generation < 0 && g.is(stateEmpty) {
 		return nil // a simple group, or an admin resetting offsets
 	}
@@ -194,4 +207,48 @@ func validateCommit(g *group, req *kmsg.OffsetCommitRequest) *kerr.Error {
 		return kerr.RebalanceInProgress
 	}
 	return nil
+}
+
+// validateCommit checks who may commit to a consumer group, as Kafka's
+// ConsumerGroup.validateOffsetCommit: without a member id and epoch only
+// while the group has no members (an admin or a simple consumer), else a
+// member at its current epoch.
+func (cg *consumerGroup) validateCommit(req *kmsg.OffsetCommitRequest) *kerr.Error {
+	if req.Generation < 0 && req.MemberID == "" && req.InstanceID == nil && len(cg.members) == 0 {
+		return nil
+	}
+	m := cg.byID[req.MemberID]
+	switch {
+	case m == nil:
+		return kerr.UnknownMemberID
+	case req.Version < 9:
+		return kerr.UnsupportedVersion
+	}
+	return checkMemberEpoch(req.Generation, m.epoch)
+}
+
+// checkMemberEpoch compares a request's member epoch with the member's.
+func checkMemberEpoch(got, want int32) *kerr.Error {
+	switch {
+	case got > want:
+		return kerr.FencedMemberEpoch
+	case got < want:
+		return kerr.StaleMemberEpoch
+	}
+	return nil
+}
+
+// topicNamesForCommit fills the topic names of a v10 request from its topic
+// ids; unknown ids keep an empty name.
+func (s *shard) topicNamesForCommit(req *kmsg.OffsetCommitRequest) {
+	topics := s.topics()
+	for i := range req.Topics {
+		req.Topics[i].Topic = ""
+		if topics == nil {
+			continue
+		}
+		if ti, ok := topics.ByID(req.Topics[i].TopicID); ok {
+			req.Topics[i].Topic = ti.Name
+		}
+	}
 }

@@ -11,7 +11,10 @@ package coord
 // Version notes: v0-v1 report group errors in every partition; v2-v7 in a
 // top-level error code; v8+ fetch many groups at once, each with its own
 // error (groups on different shards are fetched in parallel); v9's member id
-// and epoch only matter to KIP-848 groups. v10 (topic ids) is not served.
+// and epoch only matter to KIP-848 groups (UNKNOWN_MEMBER_ID,
+// STALE_MEMBER_EPOCH or FENCED_MEMBER_EPOCH unless they name a current
+// member); v10 addresses topics by id (UNKNOWN_TOPIC_ID for unknown ids;
+// topics without an id any more are left out of an all-topics fetch).
 
 import (
 	"cmp"
@@ -35,9 +38,22 @@ func (g *GroupCoordinator) offsetFetch(req *kmsg.OffsetFetchRequest, respond fun
 				rg := req.Groups[i]
 				sg := kmsg.NewOffsetFetchResponseGroup()
 				sg.Group = rg.Group
-				errc, topics := s.fetchOffsets(parts[j], rg.Group, rg.Topics, rg.Topics == nil, req.RequireStable)
+				topics, unknownIDs := rg.Topics, [][16]byte(nil)
+				var view Topics
+				if req.Version >= 10 {
+					view = s.topics()
+					topics, unknownIDs = topicNamesForFetch(view, rg.Topics)
+				}
+				errc := s.checkFetchMember(parts[j], rg.Group, rg.MemberID, rg.MemberEpoch)
+				var got []kmsg.OffsetFetchResponseGroupTopic
+				if errc == nil {
+					errc, got = s.fetchOffsets(parts[j], rg.Group, topics, rg.Topics == nil, req.RequireStable)
+				}
+				if req.Version >= 10 && errc == nil {
+					got = topicIDsForFetch(view, got, unknownIDs, rg.Topics)
+				}
 				sg.ErrorCode = errCode(errc)
-				sg.Topics = topics
+				sg.Topics = got
 				resp.Groups[i] = sg
 			}
 		}, func() { respond(resp) })
@@ -149,4 +165,77 @@ func unknownOffset(partition int32) kmsg.OffsetFetchResponseGroupTopicPartition 
 	empty := ""
 	sp.Metadata = &empty
 	return sp
+}
+
+// checkFetchMember validates the member id and epoch of an OffsetFetch v9+
+// against a KIP-848 group, as Kafka's ConsumerGroup.validateOffsetFetch; an
+// admin (no member id, epoch -1) and classic groups pass.
+func (s *shard) checkFetchMember(p int32, groupID string, memberID *string, epoch int32) *kerr.Error {
+	g := s.lookup(p, groupID)
+	if g == nil || g.cons == nil || memberID == nil && epoch < 0 {
+		return nil
+	}
+	m := g.cons.byID[stringOr(memberID, "")]
+	if m == nil {
+		return kerr.UnknownMemberID
+	}
+	return checkMemberEpoch(epoch, m.epoch)
+}
+
+// topicNamesForFetch maps a v10 request's topic ids to names; ids the view
+// does not know are returned apart.
+func topicNamesForFetch(view Topics, topics []kmsg.OffsetFetchRequestGroupTopic) ([]kmsg.OffsetFetchRequestGroupTopic, [][16]byte) {
+	if topics == nil {
+		return nil, nil
+	}
+	var unknown [][16]byte
+	out := make([]kmsg.OffsetFetchRequestGroupTopic, 0, len(topics))
+	for _, rt := range topics {
+		var ti TopicInfo
+		ok := view != nil
+		if ok {
+			ti, ok = view.ByID(rt.TopicID)
+		}
+		if !ok {
+			unknown = append(unknown, rt.TopicID)
+			continue
+		}
+		out = append(out, kmsg.OffsetFetchRequestGroupTopic{Topic: ti.Name, TopicID: rt.TopicID, Partitions: rt.Partitions})
+	}
+	return out, unknown
+}
+
+// topicIDsForFetch sets the topic ids of a v10 response: unknown requested
+// ids get UNKNOWN_TOPIC_ID in each partition, and topics of an all-topics
+// fetch that no longer exist are left out.
+func topicIDsForFetch(view Topics, got []kmsg.OffsetFetchResponseGroupTopic, unknownIDs [][16]byte, req []kmsg.OffsetFetchRequestGroupTopic) []kmsg.OffsetFetchResponseGroupTopic {
+	out := got[:0]
+	for _, t := range got {
+		if view == nil {
+			continue
+		}
+		ti, ok := view.ByName(t.Topic)
+		if !ok {
+			continue
+		}
+		t.TopicID = ti.ID
+		out = append(out, t)
+	}
+	for _, id := range unknownIDs {
+		for _, rt := range req {
+			if rt.TopicID != id {
+				continue
+			}
+			t := kmsg.NewOffsetFetchResponseGroupTopic()
+			t.TopicID = id
+			for _, p := range rt.Partitions {
+				sp := unknownOffset(p)
+				sp.ErrorCode = kerr.UnknownTopicID.Code
+				t.Partitions = append(t.Partitions, sp)
+			}
+			out = append(out, t)
+			break
+		}
+	}
+	return out
 }

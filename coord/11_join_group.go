@@ -50,6 +50,19 @@ func (s *shard) joinGroup(p int32, info RequestInfo, req *kmsg.JoinGroupRequest,
 		g = newGroup(req.Group, p, s.nowMs())
 		part.groups[req.Group] = g
 	}
+	if g.cons != nil {
+		if len(g.cons.members) > 0 {
+			// A classic member cannot join a consumer group with members.
+			respondJoinError(w, req.MemberID, kerr.InconsistentGroupProtocol)
+			return
+		}
+		g.toClassic()
+		s.appendRecords(g.partition, consumerGroupTombstones(g.id), func(err error) {
+			if err != nil {
+				s.c.log.Warn("failed to delete consumer group records", "group", req.Group, "error", err)
+			}
+		})
+	}
 	switch {
 	case !s.acceptJoiningMember(g, req.MemberID):
 		g.remove(req.MemberID)

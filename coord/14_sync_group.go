@@ -9,7 +9,9 @@ package coord
 // a Stable group SyncGroup returns the current assignment at once.
 //
 // Version notes: v3 adds group.instance.id; v5 adds protocol type and name,
-// which must match the group's (INCONSISTENT_GROUP_PROTOCOL otherwise).
+// which must match the group's (INCONSISTENT_GROUP_PROTOCOL otherwise); that
+// v5+ requests carry them at all is checked by the broker, as Kafka's request
+// handler does.
 
 import (
 	"bytes"

@@ -38,11 +38,16 @@ func (s *shard) describe(p int32, id string, version int16) kmsg.DescribeGroupsR
 		return out
 	}
 	g := part.groups[id]
-	if g == nil || g.is(stateDead) {
+	if g == nil || g.is(stateDead) || g.cons != nil {
+		// A KIP-848 consumer group is not a classic group: Kafka reports it
+		// like an unknown one (clients describe it with ConsumerGroupDescribe).
 		out.State = stateDead.String()
 		if version >= 6 {
 			out.ErrorCode = kerr.GroupIDNotFound.Code
 			msg := fmt.Sprintf("Group %s not found.", id)
+			if g != nil && g.cons != nil {
+				msg = fmt.Sprintf("Group %s is not a classic group.", id)
+			}
 			out.ErrorMessage = &msg
 		}
 		return out

@@ -55,15 +55,15 @@ func (s *shard) listGroups(states, types map[string]bool) (groups []kmsg.ListGro
 		}
 		for _, g := range part.groups {
 			if g.is(stateDead) ||
-				len(states) > 0 && !states[strings.ToLower(g.state.String())] ||
-				len(types) > 0 && !types[groupTypeClassic] {
+				len(states) > 0 && !states[strings.ToLower(g.stateName())] ||
+				len(types) > 0 && !types[g.typeName()] {
 				continue
 			}
 			lg := kmsg.NewListGroupsResponseGroup()
 			lg.Group = g.id
 			lg.ProtocolType = g.protocolType
-			lg.GroupState = g.state.String()
-			lg.GroupType = groupTypeClassic
+			lg.GroupState = g.stateName()
+			lg.GroupType = g.typeName()
 			groups = append(groups, lg)
 		}
 	}

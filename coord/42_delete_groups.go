@@ -105,6 +105,9 @@ func deletionRecords(g *group, tps []topicPartition) []Record {
 	if g.generation > 0 {
 		recs = append(recs, Record{Key: groupMetadataKey(g.id)})
 	}
+	if g.cons != nil {
+		recs = append(recs, consumerGroupTombstones(g.id)...)
+	}
 	return recs
 }
 

@@ -15,9 +15,11 @@
 //
 // Group membership behaviour follows Kafka 4's GroupMetadataManager for
 // classic groups; where it and the older Scala GroupCoordinator differ, the
-// differences are noted beside the code. The KIP-848 protocol
-// (ConsumerGroupHeartbeat) is not implemented yet; a shard can host it later
-// as another kind of group in the same loop.
+// differences are noted beside the code. KIP-848 consumer groups
+// (ConsumerGroupHeartbeat, ConsumerGroupDescribe) with the server-side
+// uniform and range assignors live beside classic groups in the same shards:
+// a group is one or the other, and an empty group converts on the first
+// request of the other protocol, keeping its offsets.
 package coord
 
 import (
@@ -83,6 +85,20 @@ type Config struct {
 	// from shard goroutines and must be safe for concurrent use. Nil accepts
 	// every partition.
 	PartitionExists func(topic string, partition int32) bool
+	// Topics returns the current view of the cluster's topics, which KIP-848
+	// groups resolve subscriptions against and OffsetCommit/OffsetFetch v10
+	// map topic ids with. It is called from shard goroutines and must be
+	// safe for concurrent use. Nil means no topics are known.
+	Topics func() Topics
+	// ConsumerHeartbeatInterval is group.consumer.heartbeat.interval.ms: how
+	// often KIP-848 members heartbeat.
+	ConsumerHeartbeatInterval time.Duration
+	// ConsumerSessionTimeout is group.consumer.session.timeout.ms: a KIP-848
+	// member that does not heartbeat for this long is removed.
+	ConsumerSessionTimeout time.Duration
+	// ConsumerAssignors is group.consumer.assignors: the server-side
+	// assignors members may ask for; the first is the default.
+	ConsumerAssignors []string
 }
 
 // DefaultConfig returns Kafka's defaults, with one shard per available CPU.
@@ -99,6 +115,9 @@ func DefaultConfig() Config {
 		MaxBatchBytes:                 1048588,
 		OffsetsRetention:              7 * 24 * time.Hour,
 		OffsetsRetentionCheckInterval: 10 * time.Minute,
+		ConsumerHeartbeatInterval:     5 * time.Second,
+		ConsumerSessionTimeout:        45 * time.Second,
+		ConsumerAssignors:             []string{assignorUniform, assignorRange},
 	}
 }
 
@@ -122,6 +141,15 @@ func (c *Config) validate() error {
 		return fmt.Errorf("max batch bytes %d: want at least 1", c.MaxBatchBytes)
 	case c.OffsetsRetention <= 0 || c.OffsetsRetentionCheckInterval <= 0:
 		return fmt.Errorf("offsets retention %v / check interval %v: must be positive", c.OffsetsRetention, c.OffsetsRetentionCheckInterval)
+	case c.ConsumerHeartbeatInterval <= 0 || c.ConsumerSessionTimeout <= c.ConsumerHeartbeatInterval:
+		return fmt.Errorf("consumer heartbeat interval %v / session timeout %v: want 0 < interval < session timeout", c.ConsumerHeartbeatInterval, c.ConsumerSessionTimeout)
+	case len(c.ConsumerAssignors) == 0:
+		return errors.New("consumer assignors: want at least one")
+	}
+	for _, a := range c.ConsumerAssignors {
+		if a != assignorUniform && a != assignorRange {
+			return fmt.Errorf("consumer assignor %q: want %s or %s", a, assignorUniform, assignorRange)
+		}
 	}
 	return nil
 }
@@ -163,12 +191,11 @@ type API struct {
 
 // APIs returns the Kafka APIs Handle accepts and their version ranges, from
 // Apache Kafka 4.0's minimums (KIP-896 removed OffsetCommit v0-1 and
-// OffsetFetch v0). OffsetCommit and OffsetFetch stop at v9: v10 addresses
-// topics by id, which needs the broker's topic-id mapping.
+// OffsetFetch v0).
 func APIs() []API {
 	return []API{
-		{int16(kmsg.OffsetCommit), 2, 9},
-		{int16(kmsg.OffsetFetch), 1, 9},
+		{int16(kmsg.OffsetCommit), 2, 10},
+		{int16(kmsg.OffsetFetch), 1, 10},
 		{int16(kmsg.JoinGroup), 0, 9},
 		{int16(kmsg.Heartbeat), 0, 4},
 		{int16(kmsg.LeaveGroup), 0, 5},
@@ -177,6 +204,8 @@ func APIs() []API {
 		{int16(kmsg.ListGroups), 0, 5},
 		{int16(kmsg.DeleteGroups), 0, 3},
 		{int16(kmsg.OffsetDelete), 0, 0},
+		{int16(kmsg.ConsumerGroupHeartbeat), 0, 1},
+		{int16(kmsg.ConsumerGroupDescribe), 0, 1},
 	}
 }
 
@@ -347,6 +376,10 @@ func (g *GroupCoordinator) Handle(info RequestInfo, req kmsg.Request, respond fu
 		g.deleteGroups(r, respond)
 	case *kmsg.ListGroupsRequest:
 		g.listGroups(r, respond)
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		g.toGroup(r.Group, func(s *shard, p int32) { s.consumerGroupHeartbeat(p, info, r, respond) })
+	case *kmsg.ConsumerGroupDescribeRequest:
+		g.consumerGroupDescribe(r, respond)
 	default:
 		return fmt.Errorf("%w: %T", ErrUnsupported, req)
 	}

@@ -410,7 +410,7 @@ func TestUnloadAndClose(t *testing.T) {
 func TestHandleUnsupported(t *testing.T) {
 	d := newDriver(t, testConfig())
 	commit := kmsg.NewPtrOffsetCommitRequest()
-	commit.Version = 10
+	commit.Version = 11
 	for _, req := range []kmsg.Request{kmsg.NewPtrProduceRequest(), commit} {
 		if err := d.c.Handle(RequestInfo{}, req, func(kmsg.Response) {}); !errors.Is(err, ErrUnsupported) {
 			t.Errorf("Handle(%T v%d) = %v; want ErrUnsupported", req, req.GetVersion(), err)

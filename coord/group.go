@@ -141,6 +141,10 @@ type group struct {
 	// when unknown (not a consumer group or undecodable metadata).
 	subscribed map[string]struct{}
 
+	// cons is set when the group is a KIP-848 consumer group; the classic
+	// membership fields above then stay empty.
+	cons *consumerGroup
+
 	offsets map[topicPartition]committedOffset
 	// pendingCommits counts in-flight appends per partition, for
 	// OffsetFetch's require_stable.
@@ -484,8 +488,53 @@ func (g *group) assignments() map[string][]byte {
 	return a
 }
 
+// classicEmpty reports whether g is a classic group without members, which
+// may become a consumer group (Kafka converts such a group on the first
+// ConsumerGroupHeartbeat, keeping its offsets).
+func (g *group) classicEmpty() bool {
+	return g.cons == nil && g.is(stateEmpty) && len(g.members) == 0 && len(g.pending) == 0
+}
+
+// toConsumer turns the empty classic group g into a consumer group.
+func (g *group) toConsumer() {
+	g.cons = newConsumerGroup()
+	g.protocolType = protocolTypeConsumer
+	g.protocol, g.leader = "", ""
+	g.subscribed = map[string]struct{}{}
+}
+
+// toClassic turns the empty consumer group g back into a classic group, for
+// a classic member joining it.
+func (g *group) toClassic() {
+	g.cons = nil
+	g.protocolType = ""
+	g.subscribed = map[string]struct{}{}
+}
+
+// typeName is the group's KIP-848 type: "consumer" or "classic".
+func (g *group) typeName() string {
+	if g.cons != nil {
+		return groupTypeConsumer
+	}
+	return groupTypeClassic
+}
+
+// stateName is the group's state as ListGroups and DescribeGroups name it.
+func (g *group) stateName() string {
+	if g.cons != nil && !g.is(stateDead) {
+		return g.cons.state().String()
+	}
+	return g.state.String()
+}
+
 // stopTimers stops every timer of the group, before it is dropped.
 func (g *group) stopTimers() {
+	if g.cons != nil {
+		for _, m := range g.cons.members {
+			stopTimer(&m.hb)
+			stopTimer(&m.revokeTimer)
+		}
+	}
 	for _, m := range g.members {
 		if m.hb != nil {
 			m.hb.Stop()

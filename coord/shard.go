@@ -225,7 +225,9 @@ func (s *shard) finishLoad(part *partition, res *replayed, err error, done func(
 	}
 	for _, id := range res.groupIDs() {
 		g := newGroup(id, part.id, s.nowMs())
-		if v := res.groups[id]; v != nil {
+		if c := res.consumers[id]; c != nil {
+			s.restoreConsumerGroup(g, c)
+		} else if v := res.groups[id]; v != nil {
 			s.restoreGroup(g, v)
 		}
 		if offs := res.offsets[id]; offs != nil {
@@ -272,6 +274,21 @@ func (s *shard) restoreGroup(g *group, v *kmsg.GroupMetadataValue) {
 	g.subscribed = g.computeSubscribed()
 }
 
+// restoreConsumerGroup installs a consumer group rebuilt from its records;
+// its members' sessions (and pending revocations) start now.
+func (s *shard) restoreConsumerGroup(g *group, c *replayedConsumer) {
+	g.cons = c.restore()
+	g.protocolType = protocolTypeConsumer
+	for _, m := range g.cons.members {
+		s.rescheduleConsumerSession(g, m)
+		if m.state == memberUnrevoked {
+			s.scheduleRevocation(g, m)
+		}
+	}
+	g.cons.resolve(s.topics(), true)
+	s.syncConsumerState(g)
+}
+
 // unload drops partition p.
 func (s *shard) unload(p int32) {
 	if part := s.parts[p]; part != nil {
@@ -315,10 +332,11 @@ func (s *shard) shutdown() {
 
 // replayed is a partition's state rebuilt from its records.
 type replayed struct {
-	groups   map[string]*kmsg.GroupMetadataValue
-	offsets  map[string]map[topicPartition]committedOffset
-	skipped  int
-	firstErr error
+	groups    map[string]*kmsg.GroupMetadataValue
+	consumers map[string]*replayedConsumer
+	offsets   map[string]map[topicPartition]committedOffset
+	skipped   int
+	firstErr  error
 }
 
 // groupIDs returns, sorted, every group with metadata or offsets.
@@ -332,6 +350,11 @@ func (r *replayed) groupIDs() []string {
 			ids = append(ids, id)
 		}
 	}
+	for id := range r.consumers {
+		if _, ok := r.groups[id]; !ok && len(r.offsets[id]) == 0 {
+			ids = append(ids, id)
+		}
+	}
 	slices.Sort(ids)
 	return ids
 }
@@ -339,7 +362,8 @@ func (r *replayed) groupIDs() []string {
 // replay reads partition p from store. Records that do not decode, and
 // record types this coordinator does not use, are skipped and counted.
 func replay(store OffsetStore, p int32) (*replayed, error) {
-	r := &replayed{groups: make(map[string]*kmsg.GroupMetadataValue), offsets: make(map[string]map[topicPartition]committedOffset)}
+	r := &replayed{groups: make(map[string]*kmsg.GroupMetadataValue), consumers: make(map[string]*replayedConsumer),
+		offsets: make(map[string]map[topicPartition]committedOffset)}
 	err := store.Load(p, func(rec Record) error {
 		r.apply(rec)
 		return nil
@@ -360,6 +384,8 @@ func (r *replayed) apply(rec Record) {
 		return
 	}
 	switch {
+	case d.consumer != nil:
+		r.applyConsumer(*d.consumer)
 	case d.isOffset && d.tombstone:
 		delete(r.offsets[d.group], d.tp)
 	case d.isOffset:

@@ -135,10 +135,12 @@ type decodedRecord struct {
 	offset    committedOffset
 	groupMeta *kmsg.GroupMetadataValue
 	tombstone bool
+	// consumer is set for KIP-848 consumer-group records.
+	consumer *consumerRecord
 }
 
 // errUnknownRecord marks records of types this coordinator does not use,
-// such as KIP-848 consumer-group records; loading skips them.
+// such as share and streams group records; loading skips them.
 var errUnknownRecord = errors.New("unknown __consumer_offsets record type")
 
 // decodeRecord parses a __consumer_offsets record. It never panics on
@@ -187,6 +189,15 @@ func decodeRecord(r Record) (decodedRecord, error) {
 		}
 		d.groupMeta = v
 		return d, nil
+	case keyConsumerGroupPartitionMeta:
+		return decodedRecord{consumer: &consumerRecord{typ: version}}, nil
+	case keyConsumerGroupMetadata, keyConsumerGroupMemberMetadata, keyConsumerGroupTargetMetadata,
+		keyConsumerGroupTargetMember, keyConsumerGroupCurrentAssigment:
+		c, err := decodeConsumerRecord(version, r)
+		if err != nil {
+			return decodedRecord{}, err
+		}
+		return decodedRecord{group: c.group, consumer: &c}, nil
 	default:
 		return decodedRecord{}, fmt.Errorf("%w: key version %d", errUnknownRecord, version)
 	}

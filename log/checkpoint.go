@@ -20,10 +20,16 @@ const (
 	CleanShutdownFile = ".kafka_cleanshutdown"
 	// RecoveryPointFile holds each partition's recovery point (see Log.RecoveryPoint).
 	RecoveryPointFile = "recovery-point-offset-checkpoint"
+	// LogStartOffsetFile holds each partition's log start offset (see Log.LogStartOffset), so
+	// that DeleteRecords survives a restart.
+	LogStartOffsetFile = "log-start-offset-checkpoint"
 	// partitionMetadataFile holds the topic id in the partition directory.
 	partitionMetadataFile = "partition.metadata"
 	// tmpSuffix marks a checkpoint being written; leftovers are removed on Open.
 	tmpSuffix = ".tmp"
+	// deletedSuffix marks the files of a segment dropped by retention whose last reader has not
+	// released it yet; leftovers are removed on Open, as Kafka does with its .deleted files.
+	deletedSuffix = ".deleted"
 )
 
 // HasCleanShutdownMarker reports whether logDir holds the clean-shutdown marker.

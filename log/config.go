@@ -31,10 +31,18 @@ type Config struct {
 	// LogAppendTime is message.timestamp.type=LogAppendTime: Append stamps each batch's
 	// maxTimestamp with the broker clock (and recomputes its CRC).
 	LogAppendTime bool
-	// RetentionMs is retention.ms (-1: forever). Accepted now; enforced by the retention work.
+	// GroupCommit is flush.group.commit (ringbroker's own): SyncAsync callers share one fsync
+	// for everything appended while the previous one ran, so acknowledged produces are on disk
+	// without an fsync per append.
+	GroupCommit bool
+	// DeletePolicy says cleanup.policy includes delete: ApplyRetention removes whole segments
+	// by RetentionMs and RetentionBytes, and DeleteRecordsBefore is allowed.
+	DeletePolicy bool
+	// RetentionMs is retention.ms: ApplyRetention deletes segments whose newest timestamp is
+	// older than this (-1: forever).
 	RetentionMs int64
-	// RetentionBytes is retention.bytes (-1: unlimited). Accepted now; enforced by the
-	// retention work.
+	// RetentionBytes is retention.bytes: ApplyRetention deletes the oldest segments while the
+	// log stays at least this large without them (-1: unlimited).
 	RetentionBytes int64
 }
 
@@ -49,6 +57,7 @@ func DefaultConfig() Config {
 		FlushMessages:      math.MaxInt64,
 		RetentionMs:        7 * 24 * 60 * 60 * 1000,
 		RetentionBytes:     -1,
+		DeletePolicy:       true,
 	}
 }
 
@@ -97,6 +106,10 @@ type Options struct {
 	// RecoveryPoint is the offset below which the log is known to be flushed, as read from the
 	// recovery-point-offset-checkpoint file (see Log.RecoveryPoint). 0 recovers everything.
 	RecoveryPoint int64
+	// LogStartOffset is the log start offset from the log-start-offset-checkpoint file (see
+	// LogStartOffsetFile); Open uses it when it lies inside the log, else the first segment's
+	// base offset, and drops segments wholly below it.
+	LogStartOffset int64
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Logger receives recovery and I/O reports; nil means slog.Default().

@@ -14,6 +14,12 @@
 // the first bad byte and the affected indexes are rebuilt. A batch that failed its CRC is never
 // served.
 //
+// Durability follows Kafka's flush policy (flush.messages, flush.ms) plus group commit:
+// SyncAsync waiters share one fsync for everything appended while the previous one ran.
+// ApplyRetention deletes whole segments by retention.ms and retention.bytes and below the log
+// start offset that DeleteRecordsBefore moves; deleted segments stay mapped until their last
+// reader releases them. SetConfig applies changed topic configs to an open log.
+//
 // The package does not import other ringbroker packages: it parses the fixed record batch
 // header itself.
 package log

@@ -23,6 +23,9 @@ var (
 	// ErrCorruptBatch is returned by Append when the input is not a sequence of well-framed
 	// v2 record batches (CORRUPT_MESSAGE).
 	ErrCorruptBatch = errors.New("corrupt record batch")
+	// ErrPolicyViolation is returned by DeleteRecordsBefore when cleanup.policy does not
+	// include delete (POLICY_VIOLATION).
+	ErrPolicyViolation = errors.New("policy violation")
 	// ErrClosed is returned by operations on a closed or deleted log.
 	ErrClosed = errors.New("log closed")
 )

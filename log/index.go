@@ -29,6 +29,37 @@ type index struct {
 	n          atomic.Int64
 	// torn records that the file size was not a multiple of entrySize when opened.
 	torn bool
+	// reserved is how many bytes from the start of the file have disk blocks allocated (see
+	// ensure); the rest of the preallocated file is a hole. Writer state, under Log.mu.
+	reserved int64
+	// noFallocate says the file system refused fallocate; ensure then trusts the hole.
+	noFallocate bool
+}
+
+// reserveChunk is how much of an index ensure allocates at a time: one fallocate per 8192
+// offset entries (about 32 MiB of batches at the default index.interval.bytes).
+const reserveChunk = 64 << 10
+
+// ensure allocates disk blocks for the first n entries before they are written through the
+// mapping. A store into a hole of a shared mapping on a full disk raises SIGBUS, which would
+// kill the broker; fallocate instead fails with ENOSPC, and the append fails cleanly with a
+// storage error.
+func (x *index) ensure(n int64) error {
+	need := min(n, x.maxEntries) * x.entrySize
+	if need <= x.reserved || x.noFallocate {
+		return nil
+	}
+	size := min((need+reserveChunk-1)/reserveChunk*reserveChunk, x.maxEntries*x.entrySize)
+	err := unix.Fallocate(int(x.f.Fd()), unix.FALLOC_FL_KEEP_SIZE, x.reserved, size-x.reserved)
+	switch {
+	case errors.Is(err, unix.EOPNOTSUPP):
+		x.noFallocate = true
+		return nil
+	case err != nil:
+		return fmt.Errorf("allocate index %s bytes %d..%d: %w", x.path, x.reserved, size, err)
+	}
+	x.reserved = size
+	return nil
 }
 
 // openIndex opens (creating it if missing) the index file at path. fresh discards existing
@@ -88,6 +119,7 @@ func (x *index) grow(capBytes int64) error {
 	if err := x.unmap(); err != nil {
 		return err
 	}
+	x.reserved = min(x.reserved, n*x.entrySize)
 	if err := x.f.Truncate(n * x.entrySize); err != nil {
 		return fmt.Errorf("truncate index %s to %d entries: %w", x.path, n, err)
 	}

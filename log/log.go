@@ -52,6 +52,14 @@ type Log struct {
 	flushMu sync.Mutex
 	// flushes tracks the background flushes of rolled segments; Close waits for them.
 	flushes sync.WaitGroup
+
+	// gc batches SyncAsync callers into shared fsyncs (flush.group.commit).
+	gc groupCommit
+	// recovery is what Open found and repaired; written only by Open.
+	recovery RecoveryReport
+	// snapOffset is the offset of the producer snapshot Open loaded: batches below it are
+	// already in the producer state (0: none). Written only by Open.
+	snapOffset int64
 }
 
 // AppendResult describes a successful Append.
@@ -112,11 +120,15 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 	if err := l.loadTopicID(); err != nil {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
+	if err := l.recoverSwaps(); err != nil {
+		return nil, fmt.Errorf("open log %s: %w", dir, err)
+	}
 	bases, err := l.listSegments()
 	if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
 	l.loadEpochs()
+	l.snapOffset = l.loadSnapshot()
 	var segs []*segment
 	if len(bases) == 0 {
 		s, err := createSegment(dir, 0, &l.cfg, l.logger, opts.Now())
@@ -128,18 +140,22 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
 	l.active = segs[len(segs)-1]
+	if l.active.next < l.snapOffset {
+		l.rebuildProducers(segs) // recovery cut the log below the snapshot
+	}
 	var total int64
 	for _, s := range segs {
 		total += s.size.Load()
 	}
 	l.size.Store(total)
-	l.logStart.Store(segs[0].base)
+	l.logStart.Store(min(max(opts.LogStartOffset, segs[0].base), l.active.next))
 	l.leo.Store(l.active.next)
 	l.recoveryPoint.Store(l.active.next)
 	if !opts.CleanShutdown {
 		l.recoveryPoint.Store(min(l.active.next, max(opts.RecoveryPoint, segs[0].base)))
 	}
 	l.lastFlushNanos.Store(opts.Now().UnixNano())
+	l.gc.enabled.Store(cfg.GroupCommit)
 	l.segs.Store(&segs)
 	if l.epochs.truncateFromEnd(l.active.next) {
 		l.logger.Warn("dropped leader epochs past the log end", "log_end_offset", l.active.next)
@@ -190,7 +206,7 @@ func (l *Log) listSegments() ([]int64, error) {
 	var orphans []string
 	for _, e := range ents {
 		name := e.Name()
-		if filepath.Ext(name) == tmpSuffix {
+		if ext := filepath.Ext(name); ext == tmpSuffix || ext == deletedSuffix {
 			orphans = append(orphans, name)
 			continue
 		}
@@ -308,9 +324,28 @@ func (l *Log) loadSegments(bases []int64) (segs []*segment, err error) {
 			if err := s.openIndexes(int64(l.cfg.MaxIndexBytes), true); err != nil {
 				return segs, err
 			}
+			l.recovery.RebuiltIndexes++
+		}
+		if recovering {
+			l.recovery.CheckedSegments++
+		}
+		if !recovering && !rebuild && i < len(bases)-1 && l.loadTrusted(s, expectNext, l.snapOffset) {
+			expectNext = s.next
+			s.sealed.Store(true)
+			continue
 		}
 		end, scanErr := l.scanSegment(s, recovering, rebuild, expectNext)
 		if scanErr != nil {
+			l.recovery.Truncated = true
+			l.recovery.TruncatedSegment, l.recovery.TruncatedPosition = s.base, end
+			l.recovery.DroppedBytes = fileSize - end
+			l.recovery.DroppedSegments = len(bases) - i - 1
+			l.recovery.Reason = scanErr.Error()
+			for _, later := range bases[i+1:] {
+				if fi, err := os.Stat(segmentPath(l.dir, later, logSuffix)); err == nil {
+					l.recovery.DroppedBytes += fi.Size()
+				}
+			}
 			l.logger.Warn("truncating log at a bad batch", "segment", s.path, "position", end,
 				"dropped_bytes", fileSize-end, "dropped_segments", len(bases)-i-1, "verified_crc", recovering, "reason", scanErr)
 			if err := l.truncateTail(s, end, bases[i+1:]); err != nil {
@@ -366,7 +401,7 @@ func (l *Log) scanSegment(s *segment, verifyCRC, rebuild bool, expectNext int64)
 			return pos, fmt.Errorf("batch ends at byte %d, past 32-bit positions", pos+h.size())
 		}
 		s.noteBatch(pos, h.size(), h.lastOffset(), h.maxTimestamp, int64(l.cfg.IndexIntervalBytes), rebuild)
-		if h.producerID >= 0 {
+		if h.producerID >= 0 && h.baseOffset >= l.snapOffset {
 			l.producers.load(&h)
 		}
 		if l.epochs.assignIfNewer(h.leaderEpoch, h.baseOffset) {
@@ -464,6 +499,10 @@ func (l *Log) Append(records []byte) (AppendResult, error) {
 	}
 	s := l.active
 	pos := s.size.Load()
+	if err := l.reserveIndexes(s); err != nil {
+		l.producers.discard()
+		return AppendResult{}, err
+	}
 	l.stamp(records, appendTime)
 	if err := l.write(s, records, pos); err != nil {
 		l.producers.discard()
@@ -558,6 +597,16 @@ func (l *Log) stamp(records []byte, appendTime int64) {
 	}
 }
 
+// reserveIndexes allocates the index blocks the staged batches may write (plus the time
+// index's final entry), so a full disk fails the append instead of faulting on the mapping.
+func (l *Log) reserveIndexes(s *segment) error {
+	n := int64(len(l.hdrs))
+	if err := errors.Join(s.offIdx.ensure(s.offIdx.n.Load()+n), s.timIdx.ensure(s.timIdx.n.Load()+n+1)); err != nil {
+		return fmt.Errorf("append to %s: %w", l.dir, err)
+	}
+	return nil
+}
+
 // write puts b at pos in s. A failed write is undone by truncating back to pos; if that fails
 // too the log refuses further appends.
 func (l *Log) write(s *segment, b []byte, pos int64) error {
@@ -592,6 +641,8 @@ func (l *Log) maybeRoll(n, maxTs, lastOffset int64) error {
 		reason = "index full"
 	case lastOffset-s.base > math.MaxInt32:
 		reason = "relative offset"
+	case size+n > int64(len(s.data)):
+		reason = "mapping" // segment.bytes grew after the segment was mapped
 	case l.cfg.SegmentMs > 0 && s.firstTs >= 0 && maxTs-s.firstTs > l.cfg.SegmentMs.Milliseconds():
 		reason = "segment.ms"
 	case l.cfg.SegmentMs > 0 && s.firstTs < 0 && l.opts.Now().Sub(s.created) > l.cfg.SegmentMs:
@@ -620,6 +671,7 @@ func (l *Log) roll(reason string) error {
 	next = append(next, s)
 	l.segs.Store(&next)
 	l.active = s
+	l.takeSnapshot(base)
 	l.dirDirty.Store(true)
 	l.logger.Debug("rolled segment", "reason", reason, "base_offset", base, "previous_bytes", old.size.Load())
 	l.flushes.Go(func() {
@@ -785,10 +837,13 @@ func (l *Log) Flush() error {
 // FlushIfDue flushes when Config.FlushInterval has passed since the last flush and there is
 // unflushed data. The broker's flush scheduler calls it (log.flush.scheduler.interval.ms).
 func (l *Log) FlushIfDue() error {
-	if l.cfg.FlushInterval <= 0 || l.recoveryPoint.Load() >= l.leo.Load() {
+	l.mu.Lock()
+	interval := l.cfg.FlushInterval
+	l.mu.Unlock()
+	if interval <= 0 || l.recoveryPoint.Load() >= l.leo.Load() {
 		return nil
 	}
-	if l.opts.Now().UnixNano()-l.lastFlushNanos.Load() < int64(l.cfg.FlushInterval) {
+	if l.opts.Now().UnixNano()-l.lastFlushNanos.Load() < int64(interval) {
 		return nil
 	}
 	return l.Flush()
@@ -848,7 +903,8 @@ func (l *Log) Close() error {
 		errs = append(errs, l.active.deactivate())
 	}
 	if l.segs.Load() != nil {
-		errs = append(errs, l.flushUpTo(l.leo.Load()), l.writeEpochs())
+		errs = append(errs, l.flushUpTo(l.leo.Load()), l.writeEpochs(),
+			l.writeSnapshot(l.leo.Load(), encodeSnapshot(l.producers.entries)))
 		segs := l.segs.Swap(nil)
 		for _, s := range *segs {
 			s.decRef()

@@ -24,6 +24,8 @@ type producerEntry struct {
 	epoch   int16
 	n       int // batches in use; <= producerBatchesRetained
 	batches [producerBatchesRetained]producerBatch
+	// lastTimestamp is the maxTimestamp of the producer's newest batch (kept in snapshots).
+	lastTimestamp int64
 }
 
 // lastSeq returns the sequence of the newest batch, or -1 (Kafka's NO_SEQUENCE) when none.
@@ -132,6 +134,7 @@ func (p *producers) check(h *batchHeader, firstOffset, lastOffset int64) (dup pr
 		return producerBatch{}, false, fmt.Errorf("%w: producer %d epoch %d at offset %d is older than the current epoch %d",
 			ErrInvalidProducerEpoch, h.producerID, h.producerEpoch, firstOffset, e.epoch)
 	}
+	e.lastTimestamp = h.maxTimestamp
 	if h.isControl() {
 		e.setEpoch(h.producerEpoch)
 		p.stage(h.producerID, e, at)
@@ -169,6 +172,7 @@ func (p *producers) load(h *batchHeader) {
 	if !ok {
 		e = producerEntry{epoch: noProducerEpoch}
 	}
+	e.lastTimestamp = h.maxTimestamp
 	if h.isControl() {
 		e.setEpoch(h.producerEpoch)
 	} else {

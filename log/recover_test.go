@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -307,4 +308,56 @@ func fixCRCs(data []byte) {
 		binary.BigEndian.PutUint32(data[p+offCRC:], crc32.Checksum(data[p+offAttributes:p+n], castagnoli))
 		p += n
 	}
+}
+
+// TestRecoveryReport checks that Open reports where it truncated a damaged log, how much it
+// dropped and why, and which indexes it rebuilt.
+func TestRecoveryReport(t *testing.T) {
+	t.Run("cut mid-batch", func(t *testing.T) {
+		dir, batches, bases := crashFixture(t)
+		last := bases[len(bases)-1]
+		path := segmentPath(dir, last, logSuffix)
+		size, n := fileSize(t, path), int64(len(batches[len(batches)-1]))
+		if err := os.Truncate(path, size-n/2); err != nil {
+			t.Fatal(err)
+		}
+		l := mustOpen(t, dir, testConfig(), Options{RecoveryPoint: last})
+		defer l.Close()
+		r := l.Recovery()
+		want := RecoveryReport{CheckedSegments: 1, RebuiltIndexes: 1, Truncated: true, TruncatedSegment: last,
+			TruncatedPosition: size - n, DroppedBytes: n - n/2, Reason: r.Reason}
+		if r != want || r.Reason == "" {
+			t.Fatalf("report %+v; want %+v with a reason", r, want)
+		}
+	})
+	t.Run("byte flipped in an earlier segment", func(t *testing.T) {
+		dir, batches, bases := crashFixture(t)
+		pos := int64(len(batches[0])) // the second batch of segment 1
+		flipByte(t, segmentPath(dir, bases[1], logSuffix), pos+offAttributes+3)
+		dropped := fileSize(t, segmentPath(dir, bases[1], logSuffix)) - pos
+		for _, base := range bases[2:] {
+			dropped += fileSize(t, segmentPath(dir, base, logSuffix))
+		}
+		l := mustOpen(t, dir, testConfig(), Options{})
+		defer l.Close()
+		r := l.Recovery()
+		if !r.Truncated || r.TruncatedSegment != bases[1] || r.TruncatedPosition != pos ||
+			r.DroppedSegments != len(bases)-2 || r.DroppedBytes != dropped || !strings.Contains(strings.ToLower(r.Reason), "crc") {
+			t.Fatalf("report %+v; want truncation in segment %d at %d dropping %d segments and %d bytes for a CRC mismatch",
+				r, bases[1], pos, len(bases)-2, dropped)
+		}
+	})
+	t.Run("index truncated below the recovery point", func(t *testing.T) {
+		dir, _, bases := crashFixture(t)
+		for _, base := range bases {
+			if err := os.Truncate(segmentPath(dir, base, indexSuffix), 13); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l := mustOpen(t, dir, testConfig(), Options{RecoveryPoint: bases[len(bases)-1]})
+		defer l.Close()
+		if r := l.Recovery(); r.Truncated || r.CheckedSegments != 1 || r.RebuiltIndexes != len(bases) {
+			t.Fatalf("report %+v; want no truncation, 1 checked segment and %d rebuilt indexes", r, len(bases))
+		}
+	})
 }

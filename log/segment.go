@@ -45,6 +45,9 @@ type segment struct {
 	// refs counts the owning Log's list (1) plus outstanding reads. At 0 the segment is
 	// unmapped and closed; it never goes up again.
 	refs atomic.Int32
+	// deleted says retention dropped the segment and renamed its files to *.deleted; they are
+	// removed when refs reaches 0, so in-flight reads and zero-copy sends keep their pages.
+	deleted atomic.Bool
 	// release drops one reference; cached so Read hands it out without allocating.
 	release func()
 	// dirty says bytes were written since the last fsync.
@@ -179,6 +182,50 @@ func (s *segment) decRef() {
 	if err := s.closeFiles(); err != nil {
 		s.logger.Warn("close segment", "segment", s.path, "err", err)
 	}
+	if s.deleted.Load() {
+		// Unlinking a large file can take milliseconds; the last release may run on a ring
+		// goroutine.
+		go s.removeDeletedFiles()
+	}
+}
+
+// markDeleted renames the segment's files to *.deleted (Kafka's marker for files awaiting
+// removal, cleaned up on the next Open after a crash) and arranges their removal at the last
+// release. The caller then drops the log's reference.
+func (s *segment) markDeleted() error {
+	var errs []error
+	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		path := segmentPath(filepath.Dir(s.path), s.base, suffix)
+		if err := ignoreNotExist(os.Rename(path, path+deletedSuffix)); err != nil {
+			errs = append(errs, fmt.Errorf("rename %s for deletion: %w", path, err))
+		}
+	}
+	s.deleted.Store(true)
+	return errors.Join(errs...)
+}
+
+// removeDeletedFiles removes the *.deleted files of a released segment.
+func (s *segment) removeDeletedFiles() {
+	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		path := segmentPath(filepath.Dir(s.path), s.base, suffix) + deletedSuffix
+		if err := ignoreNotExist(os.Remove(path)); err != nil {
+			s.logger.Warn("remove deleted segment file", "file", path, "err", err)
+		}
+	}
+}
+
+// largestTimestamp is what retention.ms compares, as Kafka's LogSegment.largestTimestamp: the
+// newest batch timestamp, or the file's modification time when no batch has one. Called under
+// Log.mu.
+func (s *segment) largestTimestamp() int64 {
+	if s.maxTs >= 0 {
+		return s.maxTs
+	}
+	fi, err := s.f.Stat()
+	if err != nil {
+		return math.MaxInt64 // unknown: never old enough to delete
+	}
+	return fi.ModTime().UnixMilli()
 }
 
 func (s *segment) closeFiles() error {
@@ -198,7 +245,8 @@ func (s *segment) closeFiles() error {
 
 // sync fsyncs the segment, and its indexes once sealed.
 func (s *segment) sync() error {
-	if err := s.f.Sync(); err != nil {
+	// fdatasync: the file size is data for it, and the modification time is not needed.
+	if err := unix.Fdatasync(int(s.f.Fd())); err != nil {
 		return fmt.Errorf("fsync segment %s: %w", s.path, err)
 	}
 	if !s.sealed.Load() {

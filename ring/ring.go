@@ -72,6 +72,10 @@ type Config struct {
 	// SendZCThreshold: a send of at least this many bytes uses SEND_ZC; 0 means 64 KiB;
 	// negative disables SEND_ZC.
 	SendZCThreshold int
+	// SendZCLoopback uses SEND_ZC for loopback peers too. By default they get plain sends: the
+	// kernel copies loopback data anyway, and zero-copy only adds its notification (slower in
+	// BenchmarkStream). Tests set it to exercise the SEND_ZC path over loopback.
+	SendZCLoopback bool
 	// Logger receives backend selection and error logs; nil means slog.Default().
 	Logger *slog.Logger
 }

@@ -134,7 +134,7 @@ func TestEcho(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newEchoHandler(t)
-			s := startServer(t, Config{Backend: tt.backend, Rings: 2, SendZCThreshold: tt.zc, RecvBuffers: 64}, h)
+			s := startServer(t, Config{Backend: tt.backend, Rings: 2, SendZCThreshold: tt.zc, SendZCLoopback: true, RecvBuffers: 64}, h)
 			var wg sync.WaitGroup
 			for ci := range conns {
 				wg.Add(1)
@@ -366,14 +366,18 @@ func TestShutdownWithOpenConns(t *testing.T) {
 			}
 			busy := dial(t, s)
 			waitFor(t, 5*time.Second, "all open", func() bool { return s.Stats().Open == idle+1 })
+			// Open counts a connection just before OnOpen runs, so wait for the handler to have it.
 			var busyConn Conn
-			h.mu.Lock()
-			for _, c := range h.conns {
-				if c.RemoteAddr().String() == busy.LocalAddr().String() {
-					busyConn = c
+			waitFor(t, 5*time.Second, "OnOpen of the busy conn", func() bool {
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				for _, c := range h.conns {
+					if c.RemoteAddr().String() == busy.LocalAddr().String() {
+						busyConn = c
+					}
 				}
-			}
-			h.mu.Unlock()
+				return busyConn != nil
+			})
 			payload := frame(9, 2<<20)
 			if err := h.send(busyConn, [][]byte{payload}); err != nil {
 				t.Fatal(err)
@@ -653,6 +657,33 @@ func TestListenAnyAddress(t *testing.T) {
 				}
 				roundTrip(t, c, i)
 				c.Close()
+			}
+		})
+	}
+}
+
+// TestNoZeroCopyToLoopback checks that a large send to a loopback peer goes out as a plain send
+// unless Config.SendZCLoopback asks otherwise: the kernel copies loopback data anyway.
+func TestNoZeroCopyToLoopback(t *testing.T) {
+	for _, forced := range []bool{false, true} {
+		t.Run(fmt.Sprintf("SendZCLoopback=%v", forced), func(t *testing.T) {
+			h := make(openerHandler, 1)
+			s := startServer(t, Config{Backend: Uring, Rings: 1, SendZCThreshold: 64 << 10, SendZCLoopback: forced}, h)
+			c := dial(t, s)
+			sc := <-h
+			const size = 1 << 20
+			if err := sc.Send([][]byte{make([]byte, size)}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.CopyN(io.Discard, c, size); err != nil {
+				t.Fatalf("read %d bytes: %v", size, err)
+			}
+			st := s.Stats()
+			if forced && st.ZCSends == 0 {
+				t.Errorf("ZCSends=0 with SendZCLoopback; want SEND_ZC used")
+			}
+			if !forced && st.ZCSends != 0 {
+				t.Errorf("ZCSends=%d to a loopback peer; want plain sends", st.ZCSends)
 			}
 		})
 	}

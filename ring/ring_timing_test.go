@@ -111,7 +111,7 @@ func BenchmarkStream(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			h := make(openerHandler, 1)
-			s := startServer(b, Config{Backend: tt.backend, Rings: 1, SendZCThreshold: tt.zc}, h)
+			s := startServer(b, Config{Backend: tt.backend, Rings: 1, SendZCThreshold: tt.zc, SendZCLoopback: true}, h)
 			c := dial(b, s)
 			sc := <-h
 			payload := make([]byte, size)

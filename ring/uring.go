@@ -91,15 +91,16 @@ func listenUring(cfg Config, h Handler) (*uringServer, error) {
 	start := make(chan bool, len(fds))
 	for i, fd := range fds {
 		r := &uring{
-			srv:     s,
-			idx:     i,
-			lfd:     fd,
-			pin:     cfg.PinCPUs,
-			bufSize: cfg.RecvBufferSize,
-			nbufs:   cfg.RecvBuffers,
-			zcWant:  cfg.SendZCThreshold,
-			zcFlags: zcFlags(zcReport),
-			exitCh:  make(chan struct{}),
+			srv:        s,
+			idx:        i,
+			lfd:        fd,
+			pin:        cfg.PinCPUs,
+			bufSize:    cfg.RecvBufferSize,
+			nbufs:      cfg.RecvBuffers,
+			zcWant:     cfg.SendZCThreshold,
+			zcLoopback: cfg.SendZCLoopback,
+			zcFlags:    zcFlags(zcReport),
+			exitCh:     make(chan struct{}),
 		}
 		s.rings = append(s.rings, r)
 		go r.run(ready, start)
@@ -212,14 +213,15 @@ func (c *ringCounters) snapshot() Stats {
 // uring is one event loop: a ring, its listener, its provided buffers and its
 // connections. Fields below "loop-owned" are touched only by the loop goroutine.
 type uring struct {
-	srv     *uringServer
-	idx     int
-	lfd     int // listening socket; -1 once closed
-	pin     bool
-	bufSize int
-	nbufs   int
-	zcWant  int    // Config.SendZCThreshold
-	zcFlags uint16 // SEND_ZC flags (sqe ioprio)
+	srv        *uringServer
+	idx        int
+	lfd        int // listening socket; -1 once closed
+	pin        bool
+	bufSize    int
+	nbufs      int
+	zcWant     int    // Config.SendZCThreshold
+	zcLoopback bool   // Config.SendZCLoopback
+	zcFlags    uint16 // SEND_ZC flags (sqe ioprio)
 
 	ring        *giouring.Ring
 	setupDesc   string
@@ -727,6 +729,7 @@ func (r *uring) openConn(fd int) {
 	}
 	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	c := &uconn{r: r, id: r.srv.nextID.Add(1), fd: fd, remote: sockaddrToTCP(sa)}
+	c.noZC = c.remote.IP.IsLoopback() && !r.zcLoopback
 	if n := len(r.freeSlots); n > 0 {
 		c.slot = r.freeSlots[n-1]
 		r.freeSlots = r.freeSlots[:n-1]

@@ -20,6 +20,7 @@ type uconn struct {
 	fd     int
 	slot   uint32
 	remote *net.TCPAddr
+	noZC   bool // plain sends only: a loopback peer (see Config.SendZCLoopback)
 
 	mu         sync.Mutex
 	queue      []*sendItem // guarded by mu: sent by Send, not yet taken by the loop
@@ -217,10 +218,11 @@ func (r *uring) pump(c *uconn) {
 	msg, iov := opMem(op.mem)
 	// A Send of at least zcThreshold bytes goes alone as SEND_ZC; smaller ones
 	// are gathered into one sendmsg, up to the next large one.
-	op.zc = r.zcThreshold > 0 && c.outq[0].left >= r.zcThreshold
+	zcOn := r.zcThreshold > 0 && !c.noZC
+	op.zc = zcOn && c.outq[0].left >= r.zcThreshold
 	n := 0
 	for i, it := range c.outq {
-		if i > 0 && (op.zc || r.zcThreshold > 0 && it.left >= r.zcThreshold) {
+		if i > 0 && (op.zc || zcOn && it.left >= r.zcThreshold) {
 			break
 		}
 		covered := false

@@ -1,353 +1,55 @@
 package wire
 
 import (
-	"bytes"
-	"encoding/binary"
-	"fmt"
-	"io"
-	"runtime"
-	"slices"
 	"sync"
 
-	"github.com/klauspost/compress/gzip"
-	"github.com/klauspost/compress/s2"
-	"github.com/klauspost/compress/zstd"
-	"github.com/pierrec/lz4/v4"
+	"ringbroker/internal/codec"
 )
 
-// Codec is a record batch compression codec: attributes & 7.
-type Codec int8
+// Codec is a record batch compression codec: attributes & 7. The implementation lives in
+// internal/codec, shared with the log cleaner.
+type Codec = codec.Codec
 
 // The codecs Kafka defines.
 const (
-	CodecNone Codec = iota
-	CodecGzip
-	CodecSnappy
-	CodecLZ4
-	CodecZstd
+	CodecNone   = codec.None
+	CodecGzip   = codec.Gzip
+	CodecSnappy = codec.Snappy
+	CodecLZ4    = codec.LZ4
+	CodecZstd   = codec.Zstd
 )
 
-// String names the codec as Kafka's compression.type does.
-func (c Codec) String() string {
-	switch c {
-	case CodecNone:
-		return "none"
-	case CodecGzip:
-		return "gzip"
-	case CodecSnappy:
-		return "snappy"
-	case CodecLZ4:
-		return "lz4"
-	case CodecZstd:
-		return "zstd"
-	}
-	return fmt.Sprintf("codec(%d)", int8(c))
-}
+// ZstdMaxWindow is the largest zstd window accepted when decoding. The zstd format recommends
+// decoders support 8 MiB; a frame asking for more is rejected so one batch cannot make the
+// decoder reserve an arbitrarily large history.
+const ZstdMaxWindow = codec.ZstdMaxWindow
 
-// Valid reports whether c is one of the five codecs Kafka defines.
-func (c Codec) Valid() bool { return c >= CodecNone && c <= CodecZstd }
-
-const (
-	// ZstdMaxWindow is the largest zstd window accepted when decoding. The
-	// zstd format recommends decoders support 8 MiB; a frame asking for
-	// more is rejected so one batch cannot make the decoder reserve an
-	// arbitrarily large history.
-	ZstdMaxWindow = 8 << 20
-
-	// xerialBlockSize is the block size of the Java client's
-	// SnappyOutputStream.
-	xerialBlockSize = 32 << 10
-	// xerialHeaderLen is the magic, version and compatible version.
-	xerialHeaderLen = 16
-	// lz4BlockSize matches the Java client's KafkaLZ4BlockOutputStream.
-	lz4BlockSize = lz4.Block64Kb
-	// minReadGrow is the smallest growth of a bounded streaming read.
-	minReadGrow = 32 << 10
-)
-
-// xerialHeader is the xerial-snappy stream header: magic "\x82SNAPPY\x00",
-// version 1 and minimum compatible version 1 (the Java reader rejects lower).
-var xerialHeader = [xerialHeaderLen]byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0, 0, 0, 0, 1, 0, 0, 0, 1}
-
-// Codecs compresses and decompresses record payloads, reusing decoder and
-// encoder state across calls through pools it owns. It is safe for
-// concurrent use; share one per process or per core.
+// Codecs compresses and decompresses record payloads, reusing decoder and encoder state across
+// calls through pools it owns. It is safe for concurrent use; share one per process or per
+// core.
 type Codecs struct {
-	gzipReaders  sync.Pool // *gzipReader
-	gzipWriters  sync.Pool // *gzipWriter
-	lz4Readers   sync.Pool // *lz4Reader
-	lz4Writers   sync.Pool // *lz4Writer
-	zstdDecoders sync.Pool // *zstdDecoder
-	zstdEncoders sync.Pool // *zstdEncoder
-	scratch      sync.Pool // *recordScratch
-}
-
-type gzipReader struct {
-	src bytes.Reader
-	r   gzip.Reader
-}
-
-type gzipWriter struct {
-	dst appendWriter
-	w   *gzip.Writer
-}
-
-type lz4Reader struct {
-	src bytes.Reader
-	r   *lz4.Reader
-}
-
-type lz4Writer struct {
-	dst appendWriter
-	w   *lz4.Writer
-}
-
-type zstdDecoder struct {
-	src bytes.Reader
-	d   *zstd.Decoder
-}
-
-type zstdEncoder struct {
-	e *zstd.Encoder
-}
-
-// appendWriter is an io.Writer appending to a slice.
-type appendWriter struct{ b []byte }
-
-// Write appends p; it never fails.
-func (w *appendWriter) Write(p []byte) (int, error) {
-	w.b = append(w.b, p...)
-	return len(p), nil
+	codecs  *codec.Codecs
+	scratch sync.Pool // *recordScratch
 }
 
 // NewCodecs returns a Codecs with empty pools.
 func NewCodecs() *Codecs {
-	c := &Codecs{}
-	c.gzipReaders.New = func() any { return new(gzipReader) }
-	c.gzipWriters.New = func() any {
-		return &gzipWriter{w: gzip.NewWriter(nil)}
-	}
-	c.lz4Readers.New = func() any { return &lz4Reader{r: lz4.NewReader(nil)} }
-	c.lz4Writers.New = func() any {
-		w := lz4.NewWriter(nil)
-		// Options are constants known to be valid; Apply cannot fail.
-		_ = w.Apply(lz4.BlockSizeOption(lz4BlockSize), lz4.ChecksumOption(false))
-		return &lz4Writer{w: w}
-	}
-	c.zstdDecoders.New = func() any {
-		d, err := zstd.NewReader(nil,
-			zstd.WithDecoderConcurrency(1),
-			zstd.WithDecoderMaxWindow(ZstdMaxWindow),
-			zstd.WithDecoderLowmem(false))
-		if err != nil {
-			return nil
-		}
-		zd := &zstdDecoder{d: d}
-		runtime.AddCleanup(zd, func(d *zstd.Decoder) { d.Close() }, d)
-		return zd
-	}
-	c.zstdEncoders.New = func() any {
-		e, err := zstd.NewWriter(nil,
-			zstd.WithEncoderConcurrency(1),
-			zstd.WithZeroFrames(true))
-		if err != nil {
-			return nil
-		}
-		ze := &zstdEncoder{e: e}
-		runtime.AddCleanup(ze, func(e *zstd.Encoder) { e.Close() }, e)
-		return ze
-	}
+	c := &Codecs{codecs: codec.New()}
 	c.scratch.New = func() any { return new(recordScratch) }
 	return c
 }
 
-// Decompress appends the decompression of src to dst and returns the
-// result. More than limit decompressed bytes is an error wrapping
-// ErrDecompressedTooLarge, detected before more than about limit bytes are
-// allocated. Snappy input may be xerial-framed (Java client) or raw.
+// Decompress appends the decompression of src to dst and returns the result. More than limit
+// decompressed bytes is an error wrapping ErrDecompressedTooLarge, detected before more than
+// about limit bytes are allocated. Snappy input may be xerial-framed (Java client) or raw.
 // CodecNone copies src.
-func (c *Codecs) Decompress(codec Codec, src, dst []byte, limit int) ([]byte, error) {
-	switch codec {
-	case CodecNone:
-		if len(src) > limit {
-			return dst, fmt.Errorf("uncompressed %d bytes, limit %d: %w", len(src), limit, ErrDecompressedTooLarge)
-		}
-		return append(dst, src...), nil
-	case CodecGzip:
-		g := c.gzipReaders.Get().(*gzipReader)
-		defer c.gzipReaders.Put(g)
-		g.src.Reset(src)
-		if err := g.r.Reset(&g.src); err != nil {
-			return dst, fmt.Errorf("gzip header (%d bytes): %w", len(src), err)
-		}
-		return readBounded(dst, &g.r, limit, codec)
-	case CodecSnappy:
-		return decompressSnappy(dst, src, limit)
-	case CodecLZ4:
-		l := c.lz4Readers.Get().(*lz4Reader)
-		defer c.lz4Readers.Put(l)
-		l.src.Reset(src)
-		l.r.Reset(&l.src)
-		return readBounded(dst, l.r, limit, codec)
-	case CodecZstd:
-		z, _ := c.zstdDecoders.Get().(*zstdDecoder)
-		if z == nil {
-			return dst, fmt.Errorf("zstd: cannot create decoder")
-		}
-		defer c.zstdDecoders.Put(z)
-		z.src.Reset(src)
-		if err := z.d.Reset(&z.src); err != nil {
-			return dst, fmt.Errorf("zstd reset (%d bytes): %w", len(src), err)
-		}
-		return readBounded(dst, z.d, limit, codec)
-	}
-	return dst, fmt.Errorf("decompress codec id %d: %w", int8(codec), ErrUnknownCodec)
+func (c *Codecs) Decompress(id Codec, src, dst []byte, limit int) ([]byte, error) {
+	return c.codecs.Decompress(id, src, dst, limit)
 }
 
-// Compress appends the compression of src with codec to dst. Snappy output
-// is xerial-framed like the Java client's; LZ4 is the LZ4 frame format with
-// 64 KiB blocks, as Kafka writes it. CodecNone copies src.
-func (c *Codecs) Compress(codec Codec, src, dst []byte) ([]byte, error) {
-	switch codec {
-	case CodecNone:
-		return append(dst, src...), nil
-	case CodecGzip:
-		g := c.gzipWriters.Get().(*gzipWriter)
-		defer c.gzipWriters.Put(g)
-		g.dst.b = dst
-		g.w.Reset(&g.dst)
-		if _, err := g.w.Write(src); err != nil {
-			return dst, fmt.Errorf("gzip %d bytes: %w", len(src), err)
-		}
-		if err := g.w.Close(); err != nil {
-			return dst, fmt.Errorf("gzip close: %w", err)
-		}
-		out := g.dst.b
-		g.dst.b = nil
-		return out, nil
-	case CodecSnappy:
-		return appendXerial(dst, src), nil
-	case CodecLZ4:
-		l := c.lz4Writers.Get().(*lz4Writer)
-		defer c.lz4Writers.Put(l)
-		l.dst.b = dst
-		l.w.Reset(&l.dst)
-		if _, err := l.w.Write(src); err != nil {
-			return dst, fmt.Errorf("lz4 %d bytes: %w", len(src), err)
-		}
-		if err := l.w.Close(); err != nil {
-			return dst, fmt.Errorf("lz4 close: %w", err)
-		}
-		out := l.dst.b
-		l.dst.b = nil
-		return out, nil
-	case CodecZstd:
-		z, _ := c.zstdEncoders.Get().(*zstdEncoder)
-		if z == nil {
-			return dst, fmt.Errorf("zstd: cannot create encoder")
-		}
-		defer c.zstdEncoders.Put(z)
-		return z.e.EncodeAll(src, dst), nil
-	}
-	return dst, fmt.Errorf("compress codec id %d: %w", int8(codec), ErrUnknownCodec)
-}
-
-// readBounded appends everything r yields to dst, failing once more than
-// limit bytes arrive. dst grows geometrically with the data actually
-// produced, never past limit+1 new bytes.
-func readBounded(dst []byte, r io.Reader, limit int, codec Codec) ([]byte, error) {
-	start := len(dst)
-	for {
-		room := start + limit + 1 - len(dst)
-		if room <= 0 {
-			return dst[:start], fmt.Errorf("%s: more than %d bytes: %w", codec, limit, ErrDecompressedTooLarge)
-		}
-		if len(dst) == cap(dst) {
-			dst = slices.Grow(dst, min(max(len(dst)-start, minReadGrow), room))
-		}
-		n, err := r.Read(dst[len(dst):min(cap(dst), len(dst)+room)])
-		dst = dst[:len(dst)+n]
-		if err == io.EOF {
-			if len(dst)-start > limit {
-				return dst[:start], fmt.Errorf("%s: more than %d bytes: %w", codec, limit, ErrDecompressedTooLarge)
-			}
-			return dst, nil
-		}
-		if err != nil {
-			return dst[:start], fmt.Errorf("%s decode after %d bytes: %w", codec, len(dst)-start, err)
-		}
-	}
-}
-
-// decompressSnappy decodes xerial-framed or raw snappy, checking each
-// block's declared length against limit before allocating.
-func decompressSnappy(dst, src []byte, limit int) ([]byte, error) {
-	if len(src) < xerialHeaderLen || !bytes.Equal(src[:8], xerialHeader[:8]) {
-		return appendSnappyBlock(dst, src, limit)
-	}
-	start := len(dst)
-	total := 0
-	for rem := src[xerialHeaderLen:]; len(rem) > 0; {
-		if len(rem) < 4 {
-			return dst[:start], fmt.Errorf("xerial block length: %d bytes left: %w", len(rem), ErrTruncated)
-		}
-		size := int(int32(binary.BigEndian.Uint32(rem)))
-		rem = rem[4:]
-		if size < 0 || size > len(rem) {
-			return dst[:start], fmt.Errorf("xerial block size %d, %d bytes left: %w", size, len(rem), ErrTruncated)
-		}
-		n, err := s2.DecodedLen(rem[:size])
-		if err != nil {
-			return dst[:start], fmt.Errorf("xerial block of %d bytes: %w", size, err)
-		}
-		total += n
-		if total > limit {
-			return dst[:start], fmt.Errorf("snappy: at least %d bytes, limit %d: %w", total, limit, ErrDecompressedTooLarge)
-		}
-		rem = rem[size:]
-	}
-	dst = slices.Grow(dst, total)
-	for rem := src[xerialHeaderLen:]; len(rem) > 0; {
-		size := int(binary.BigEndian.Uint32(rem))
-		var err error
-		dst, err = appendSnappyBlock(dst, rem[4:4+size], limit)
-		if err != nil {
-			return dst[:start], err
-		}
-		rem = rem[4+size:]
-	}
-	return dst, nil
-}
-
-// appendSnappyBlock decodes one raw snappy block onto dst.
-func appendSnappyBlock(dst, block []byte, limit int) ([]byte, error) {
-	n, err := s2.DecodedLen(block)
-	if err != nil {
-		return dst, fmt.Errorf("snappy block of %d bytes: %w", len(block), err)
-	}
-	if n > limit {
-		return dst, fmt.Errorf("snappy: %d bytes, limit %d: %w", n, limit, ErrDecompressedTooLarge)
-	}
-	dst = slices.Grow(dst, n)
-	at := len(dst)
-	if _, err := s2.Decode(dst[at:at+n], block); err != nil {
-		return dst, fmt.Errorf("snappy block of %d bytes: %w", len(block), err)
-	}
-	return dst[:at+n], nil
-}
-
-// appendXerial appends src as a xerial snappy stream: the header, then per
-// 32 KiB of input a big-endian block length and a raw snappy block.
-func appendXerial(dst, src []byte) []byte {
-	dst = append(dst, xerialHeader[:]...)
-	for len(src) > 0 {
-		n := min(len(src), xerialBlockSize)
-		dst = slices.Grow(dst, 4+s2.MaxEncodedLen(n))
-		at := len(dst)
-		block := s2.EncodeSnappy(dst[at+4:cap(dst)], src[:n])
-		dst = binary.BigEndian.AppendUint32(dst, uint32(len(block)))
-		dst = dst[:at+4+len(block)]
-		src = src[n:]
-	}
-	return dst
+// Compress appends the compression of src with id to dst. Snappy output is xerial-framed like
+// the Java client's; LZ4 is the LZ4 frame format with 64 KiB blocks, as Kafka writes it.
+// CodecNone copies src.
+func (c *Codecs) Compress(id Codec, src, dst []byte) ([]byte, error) {
+	return c.codecs.Compress(id, src, dst)
 }

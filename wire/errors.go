@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"ringbroker/internal/codec"
 )
 
 // ErrFrameTooLarge is returned by FrameReader when a frame's size prefix is
@@ -25,11 +27,13 @@ var ErrUnknownAPIKey = errors.New("unknown api key")
 var ErrUnsupportedVersion = errors.New("unsupported api version")
 
 // ErrDecompressedTooLarge reports decompressed output that would exceed the
-// caller's limit; nothing beyond the limit (plus one read) is allocated.
-var ErrDecompressedTooLarge = errors.New("decompressed size exceeds limit")
+// caller's limit; nothing beyond the limit (plus one read) is allocated. It is
+// internal/codec's sentinel, so errors.Is matches either name.
+var ErrDecompressedTooLarge = codec.ErrDecompressedTooLarge
 
-// ErrUnknownCodec reports a compression codec id outside 0..4.
-var ErrUnknownCodec = errors.New("unknown compression codec")
+// ErrUnknownCodec reports a compression codec id outside 0..4 (internal/codec's
+// sentinel).
+var ErrUnknownCodec = codec.ErrUnknownCodec
 
 // UnsupportedRequestError carries what the broker needs to answer a request
 // it cannot decode: the key, version and correlation id read from the header.

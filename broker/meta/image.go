@@ -27,6 +27,10 @@ type Broker struct {
 	Host   string
 	Port   int32
 	Rack   string
+	// Incarnation identifies the process that registered; zero on a single node.
+	Incarnation UUID
+	// Fenced brokers stopped heartbeating: they lead nothing and are not listed to clients.
+	Fenced bool
 }
 
 // Topic is a topic and its partitions. Partitions[i].Index == i.
@@ -151,7 +155,7 @@ func (im *Image) Apply(offset int64, recs []Record) (*Image, error) {
 				return nil, fmt.Errorf("record %d: producer id block end %d does not advance past %d", i, r.NextProducerID, next.NextProducerID)
 			}
 			next.NextProducerID = r.NextProducerID
-		case TypeBroker:
+		case TypeBroker, TypeFence:
 			if !brokersCopied {
 				b := make(map[int32]Broker, len(next.Brokers)+1)
 				for k, v := range next.Brokers {
@@ -160,7 +164,16 @@ func (im *Image) Apply(offset int64, recs []Record) (*Image, error) {
 				next.Brokers = b
 				brokersCopied = true
 			}
-			next.Brokers[r.NodeID] = Broker{NodeID: r.NodeID, Host: r.Host, Port: r.Port, Rack: r.Rack}
+			if r.Type == TypeBroker {
+				next.Brokers[r.NodeID] = Broker{NodeID: r.NodeID, Host: r.Host, Port: r.Port, Rack: r.Rack, Incarnation: r.Incarnation}
+				break
+			}
+			br, ok := next.Brokers[r.NodeID]
+			if !ok {
+				return nil, fmt.Errorf("record %d: fence unregistered broker %d", i, r.NodeID)
+			}
+			br.Fenced = r.Fenced
+			next.Brokers[r.NodeID] = br
 		default:
 			return nil, fmt.Errorf("record %d: unknown metadata record type %q", i, r.Type)
 		}

@@ -21,6 +21,9 @@ const (
 	TypeRemoveTopic RecordType = "remove_topic"
 	TypeProducerIDs RecordType = "producer_ids"
 	TypeBroker      RecordType = "broker"
+	// TypeFence fences (Fenced) or unfences a registered broker, as KRaft's
+	// FenceBrokerRecord and UnfenceBrokerRecord.
+	TypeFence RecordType = "fence"
 )
 
 // Record is one change of cluster state. Exactly the fields of its Type are set.
@@ -50,6 +53,11 @@ type Record struct {
 	Host   string `json:"host,omitempty"`
 	Port   int32  `json:"port,omitempty"`
 	Rack   string `json:"rack,omitempty"`
+	// Incarnation is a broker registration's id, new at every process start.
+	Incarnation UUID `json:"incarnation,omitempty"`
+
+	// Fence: whether NodeID is fenced from now on.
+	Fenced bool `json:"fenced,omitempty"`
 }
 
 // EncodeRecords serialises a group of records that commit together.

@@ -6,12 +6,12 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/twmb/franz-go/pkg/kfake"
-
 	"ringbroker/bench"
+	"ringbroker/bench/benchtest"
 )
 
 func TestParseInterleaved(t *testing.T) {
@@ -85,26 +85,22 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
-// TestRunCommand drives a short run through the CLI against franz-go's
-// in-process cluster and checks the report and the JSON it writes.
+// TestRunCommand drives a short run through the CLI against a real
+// ringbroker process and checks the report and the JSON it writes.
 func TestRunCommand(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	b := benchtest.Start(t, benchtest.Build(t, t.TempDir()), "auto")
 	out := filepath.Join(t.TempDir(), "r.json")
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"run",
-		"--bootstrap", c.ListenAddrs()[0],
+		"--bootstrap", b.Addr, "--broker-pid", strconv.Itoa(b.PID),
 		"--workload", "../../bench/workloads/1kb-fixed-rate-16p.yaml",
 		"--duration", "1s", "--warmup", "200ms", "--rate", "400",
-		"--label", "kfake", "--json", out, "--progress-interval", "500ms",
+		"--label", "ringbroker", "--json", out, "--progress-interval", "500ms",
 	}, &stdout, &stderr, false)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout.String(), stderr.String())
 	}
-	for _, want := range []string{"1kb-fixed-rate-16p on kfake", "publish", "end-to-end", "wrote " + out} {
+	for _, want := range []string{"1kb-fixed-rate-16p on ringbroker", "publish", "end-to-end", "broker pid " + strconv.Itoa(b.PID), "wrote " + out} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout.String())
 		}
@@ -114,7 +110,11 @@ func TestRunCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Label != "kfake" || res.Publish.Records != 400 || res.E2E == nil || res.E2E.Records != 400 {
-		t.Fatalf("result label %q, publish %d, e2e %+v; want kfake, 400, 400", res.Label, res.Publish.Records, res.E2E)
+	if res.Label != "ringbroker" || res.Publish.Records != 400 || res.E2E == nil || res.E2E.Records != 400 {
+		t.Fatalf("result label %q, publish %d, e2e %+v; want ringbroker, 400, 400", res.Label, res.Publish.Records, res.E2E)
 	}
+	if res.Broker == nil || res.Broker.PID != b.PID || res.Broker.PeakRSSBytes == nil || *res.Broker.PeakRSSBytes == 0 {
+		t.Fatalf("result broker usage %+v; want pid %d with a peak RSS", res.Broker, b.PID)
+	}
+	b.Stop()
 }

@@ -2,6 +2,10 @@
 // with data in ./data, clients on 127.0.0.1:9092 and metrics on 127.0.0.1:9644.
 //
 //	ringbroker [--config server.properties] [--override key=value ...] [--io auto|uring|netpoll]
+//	ringbroker format --cluster-id ID --config server.properties [--override key=value ...]
+//
+// format is the storage format step of a cluster node, as kafka-storage format: it writes
+// meta.properties with the cluster id into the first log dir. A single node formats itself.
 package main
 
 import (
@@ -32,6 +36,9 @@ func main() {
 }
 
 func run(args []string) error {
+	if len(args) > 0 && args[0] == "format" {
+		return format(args[1:])
+	}
 	fs := flag.NewFlagSet("ringbroker", flag.ContinueOnError)
 	configPath := fs.String("config", "", "server.properties file (Kafka key names)")
 	io := fs.String("io", "", "I/O backend: auto, uring or netpoll (overrides io.backend)")
@@ -90,5 +97,36 @@ func run(args []string) error {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	logger.Info("clean shutdown complete")
+	return nil
+}
+
+// format runs the storage format step.
+func format(args []string) error {
+	fs := flag.NewFlagSet("ringbroker format", flag.ContinueOnError)
+	configPath := fs.String("config", "", "server.properties file (Kafka key names)")
+	clusterID := fs.String("cluster-id", "", "cluster id (22 characters of base64, as kafka-storage random-uuid prints)")
+	var ovs overrides
+	fs.Var(&ovs, "override", "key=value config override (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *clusterID == "" {
+		return fmt.Errorf("format: --cluster-id is required")
+	}
+	cfg := broker.DefaultConfig()
+	if *configPath != "" {
+		if err := cfg.LoadProperties(*configPath); err != nil {
+			return err
+		}
+	}
+	for _, kv := range ovs {
+		if err := cfg.Override(kv); err != nil {
+			return err
+		}
+	}
+	if err := broker.FormatStorage(cfg, *clusterID); err != nil {
+		return fmt.Errorf("format: %w", err)
+	}
+	fmt.Printf("Formatted %s with cluster.id %s and node.id %d\n", cfg.LogDirs[0], *clusterID, cfg.NodeID)
 	return nil
 }

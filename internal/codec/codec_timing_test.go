@@ -1,4 +1,4 @@
-package wire
+package codec
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 
 // BenchmarkCompress compresses 64 KiB of mixed data per codec.
 func BenchmarkCompress(b *testing.B) {
-	c := NewCodecs()
+	c := New()
 	src := testPayload(64<<10, 1)
 	for _, codec := range allCodecs[1:] {
 		b.Run(codec.String(), func(b *testing.B) {

@@ -1,0 +1,467 @@
+package raft
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrLeadershipLost is returned to proposers waiting on a leader that stepped down: the
+// entry may or may not commit later under the new leader.
+var ErrLeadershipLost = errors.New("raft: leadership lost before the proposal committed")
+
+// ErrStopped is returned by a Node that has been stopped (or failed on a storage error).
+var ErrStopped = errors.New("raft: node stopped")
+
+// NotLeaderError is returned by Propose on a node that does not lead; Leader is the node
+// believed to lead, or None.
+type NotLeaderError struct{ Leader uint64 }
+
+// Error names the believed leader so the caller can redirect.
+func (e *NotLeaderError) Error() string {
+	return fmt.Sprintf("raft: not the leader (leader is %d)", e.Leader)
+}
+
+// StateMachine is what the log is for. The Node calls it from its own goroutine, in log order.
+type StateMachine interface {
+	// Apply applies one committed normal entry with data (empty no-ops are not passed).
+	Apply(e Entry) error
+	// Snapshot returns the state as of the last applied entry.
+	Snapshot() ([]byte, error)
+	// Restore replaces the state by a snapshot (at start, or one received from the leader).
+	Restore(data []byte) error
+}
+
+// NodeConfig configures a Node. Zero fields take the defaults in parentheses.
+type NodeConfig struct {
+	// ID of this node; never 0.
+	ID uint64
+	// Dir holds the Raft log and snapshots.
+	Dir string
+	// Listen is the TCP address of the transport ("127.0.0.1:0" picks a port).
+	Listen string
+	// Listener, when set, replaces Listen (see TransportConfig.Listener).
+	Listener net.Listener
+	// Peers is the address book: id -> transport address of every other node. Members
+	// added later announce their address in the ConfChange context.
+	Peers map[uint64]string
+	// Voters and Learners found the cluster when Dir is empty; every founder passes the
+	// same lists. Both empty means join: wait to be added by the leader.
+	Voters, Learners []uint64
+	// TickInterval is one logical tick (100ms); the election timeout is ElectionTick ticks.
+	TickInterval time.Duration
+	// ElectionTick (10) and HeartbeatTick (1), MaxSizePerMsg, MaxInflightMsgs: see Config.
+	ElectionTick, HeartbeatTick int
+	MaxSizePerMsg               uint64
+	MaxInflightMsgs             int
+	// SnapshotEntries: a snapshot is taken once this many entries were applied since the
+	// last one (10000).
+	SnapshotEntries uint64
+	// MaxBatch caps the proposals stepped as one append (256).
+	MaxBatch int
+	// StateMachine receives committed entries; required.
+	StateMachine StateMachine
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+// Node runs a core with its DiskStorage, Transport and ticker on one goroutine. Its methods
+// are safe for concurrent use.
+type Node struct {
+	cfg       NodeConfig
+	logger    *slog.Logger
+	storage   *DiskStorage
+	transport *Transport
+
+	recvc chan Message
+	propc chan *proposal
+	funcc chan func(*Raft)
+	stopc chan struct{}
+	done  chan struct{}
+
+	// synced is the hard state last made durable with an fsync (node goroutine only).
+	synced HardState
+
+	lead  atomic.Uint64
+	state atomic.Uint32
+	err   error // set before done closes
+
+	stopOnce sync.Once
+}
+
+type proposal struct {
+	ent   Entry
+	index uint64
+	term  uint64
+	done  chan error // buffered, 1
+}
+
+// StartNode recovers (or founds) the node's log in cfg.Dir, starts the transport and runs
+// the node until Stop.
+func StartNode(cfg NodeConfig) (*Node, error) {
+	if cfg.StateMachine == nil {
+		return nil, errors.New("raft node: StateMachine is required")
+	}
+	if cfg.TickInterval <= 0 {
+		cfg.TickInterval = 100 * time.Millisecond
+	}
+	if cfg.SnapshotEntries == 0 {
+		cfg.SnapshotEntries = 10000
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 256
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	logger = logger.With("raft_node", cfg.ID)
+	storage, st, err := OpenDiskStorage(cfg.Dir, DiskOptions{Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	fresh := st.HardState.IsEmpty() && st.Snapshot.IsEmpty() && len(st.Entries) == 0
+	if fresh && len(cfg.Voters) > 0 {
+		st = BootstrapState(cfg.Voters, cfg.Learners)
+		if err := storage.Append(&st.HardState, st.Entries); err != nil {
+			storage.Close()
+			return nil, fmt.Errorf("raft node %d: bootstrap: %w", cfg.ID, err)
+		}
+	}
+	if !st.Snapshot.IsEmpty() {
+		if err := cfg.StateMachine.Restore(st.Snapshot.Data); err != nil {
+			storage.Close()
+			return nil, fmt.Errorf("raft node %d: restore snapshot at %d: %w", cfg.ID, st.Snapshot.Meta.Index, err)
+		}
+	}
+	r, err := NewRaft(Config{ID: cfg.ID, ElectionTick: cfg.ElectionTick, HeartbeatTick: cfg.HeartbeatTick,
+		MaxSizePerMsg: cfg.MaxSizePerMsg, MaxInflightMsgs: cfg.MaxInflightMsgs, PreVote: true, CheckQuorum: true,
+		Seed: uint64(time.Now().UnixNano())}, st)
+	if err != nil {
+		storage.Close()
+		return nil, fmt.Errorf("raft node %d: %w", cfg.ID, err)
+	}
+	n := &Node{cfg: cfg, logger: logger, storage: storage,
+		recvc: make(chan Message, 4096), propc: make(chan *proposal, 4096), funcc: make(chan func(*Raft)),
+		stopc: make(chan struct{}), done: make(chan struct{})}
+	n.synced = st.HardState
+	n.transport, err = NewTransport(TransportConfig{ID: cfg.ID, Listen: cfg.Listen, Listener: cfg.Listener, Logger: logger, Recv: n.recv})
+	if err != nil {
+		storage.Close()
+		return nil, err
+	}
+	for id, addr := range cfg.Peers {
+		n.transport.AddPeer(id, addr)
+	}
+	n.learnAddrs(st.Entries)
+	go n.run(r)
+	return n, nil
+}
+
+// recv takes a message from the transport; when the node is busy it is dropped.
+func (n *Node) recv(m Message) {
+	switch m.Type {
+	case MsgHup, MsgBeat:
+		return // local only
+	}
+	select {
+	case n.recvc <- m:
+	default:
+	}
+}
+
+// learnAddrs adds the transport addresses carried by configuration entries.
+func (n *Node) learnAddrs(ents []Entry) {
+	for _, e := range ents {
+		if e.Type != EntryConfChange {
+			continue
+		}
+		if cc, err := DecodeConfChange(e.Data); err == nil && cc.Type != RemoveNode && len(cc.Context) > 0 {
+			n.transport.AddPeer(cc.NodeID, string(cc.Context))
+		}
+	}
+}
+
+// AddPeer sets the transport address of node id (for peers whose address was not known at
+// start).
+func (n *Node) AddPeer(id uint64, addr string) { n.transport.AddPeer(id, addr) }
+
+// Addr returns the transport's listening address.
+func (n *Node) Addr() string { return n.transport.Addr() }
+
+// Leader returns the node believed to lead, or None.
+func (n *Node) Leader() uint64 { return n.lead.Load() }
+
+// IsLeader reports whether this node leads.
+func (n *Node) IsLeader() bool { return StateType(n.state.Load()) == StateLeader }
+
+// Propose appends data to the log and returns its index once it is committed and applied.
+// It fails with *NotLeaderError on a follower, ErrLeadershipLost if leadership is lost
+// while waiting (the outcome is then unknown), or the context's error.
+func (n *Node) Propose(ctx context.Context, data []byte) (uint64, error) {
+	return n.propose(ctx, Entry{Type: EntryNormal, Data: data})
+}
+
+// ProposeConfChange changes the membership by one node and returns once the change is
+// committed. For an added node, put its transport address in cc.Context.
+func (n *Node) ProposeConfChange(ctx context.Context, cc ConfChange) (uint64, error) {
+	return n.propose(ctx, Entry{Type: EntryConfChange, Data: cc.Encode()})
+}
+
+func (n *Node) propose(ctx context.Context, e Entry) (uint64, error) {
+	p := &proposal{ent: e, done: make(chan error, 1)}
+	select {
+	case n.propc <- p:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-n.done:
+		return 0, ErrStopped
+	}
+	select {
+	case err := <-p.done:
+		return p.index, err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-n.done:
+		return 0, ErrStopped
+	}
+}
+
+// do runs f on the node's goroutine.
+func (n *Node) do(ctx context.Context, f func(*Raft)) error {
+	ran := make(chan struct{})
+	select {
+	case n.funcc <- func(r *Raft) { f(r); close(ran) }:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.done:
+		return ErrStopped
+	}
+	select {
+	case <-ran:
+		return nil
+	case <-n.done:
+		return ErrStopped
+	}
+}
+
+// Status returns a copy of the core's state.
+func (n *Node) Status(ctx context.Context) (Status, error) {
+	var st Status
+	err := n.do(ctx, func(r *Raft) { st = r.Status() })
+	return st, err
+}
+
+// TransferLeadership asks the leader to hand leadership to node to, and waits until it has.
+func (n *Node) TransferLeadership(ctx context.Context, to uint64) error {
+	if err := n.do(ctx, func(r *Raft) { r.Step(Message{Type: MsgTransferLeader, From: to}) }); err != nil {
+		return err
+	}
+	t := time.NewTicker(n.cfg.TickInterval)
+	defer t.Stop()
+	for n.Leader() != to {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("raft node %d: transfer leadership to %d: %w", n.cfg.ID, to, ctx.Err())
+		case <-n.done:
+			return ErrStopped
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// Stop stops the node and closes its transport and storage. It returns the error that
+// stopped the node early, if any.
+func (n *Node) Stop() error {
+	n.stopOnce.Do(func() { close(n.stopc) })
+	<-n.done
+	if errors.Is(n.err, ErrStopped) {
+		return nil
+	}
+	return n.err
+}
+
+func (n *Node) run(r *Raft) {
+	ticker := time.NewTicker(n.cfg.TickInterval)
+	pending := map[uint64]*proposal{}
+	var snapIndex uint64
+	if s := r.Snapshot(); s != nil {
+		snapIndex = s.Meta.Index
+	}
+	fail := func(err error) {
+		for i, p := range pending {
+			p.done <- err
+			delete(pending, i)
+		}
+	}
+	defer func() {
+		ticker.Stop()
+		fail(ErrStopped)
+		if err := n.transport.Close(); err != nil && n.err == nil {
+			n.err = err
+		}
+		if err := n.storage.Close(); err != nil && n.err == nil {
+			n.err = err
+		}
+		close(n.done)
+	}()
+	batch := make([]*proposal, 0, n.cfg.MaxBatch)
+	for {
+		select {
+		case <-n.stopc:
+			n.err = ErrStopped
+			return
+		case <-ticker.C:
+			r.Tick()
+		case m := <-n.recvc:
+			if err := r.Step(m); err != nil && !errors.Is(err, ErrProposalDropped) {
+				n.logger.Debug("raft node: message refused", "msg", m.String(), "err", err)
+			}
+		case f := <-n.funcc:
+			f(r)
+		case p := <-n.propc:
+			batch = append(batch[:0], p)
+		drain:
+			for len(batch) < n.cfg.MaxBatch {
+				select {
+				case p := <-n.propc:
+					batch = append(batch, p)
+				default:
+					break drain
+				}
+			}
+			n.stepProposals(r, batch, pending)
+		}
+		// Step whatever else already arrived, so that one Ready (and one fsync) covers it.
+	more:
+		for range 1024 {
+			select {
+			case m := <-n.recvc:
+				if err := r.Step(m); err != nil && !errors.Is(err, ErrProposalDropped) {
+					n.logger.Debug("raft node: message refused", "msg", m.String(), "err", err)
+				}
+			default:
+				break more
+			}
+		}
+		for r.HasReady() {
+			if err := n.handleReady(r, r.Ready(), pending, fail, &snapIndex); err != nil {
+				n.logger.Error("raft node: stopping", "err", err)
+				n.err = err
+				return
+			}
+		}
+	}
+}
+
+func (n *Node) stepProposals(r *Raft, batch []*proposal, pending map[uint64]*proposal) {
+	if r.state != StateLeader {
+		for _, p := range batch {
+			p.done <- &NotLeaderError{Leader: r.lead}
+		}
+		return
+	}
+	// Conf changes go alone: the core refuses a batch when it refuses its conf change.
+	start := 0
+	for start < len(batch) {
+		end := start + 1
+		if batch[start].ent.Type != EntryConfChange {
+			for end < len(batch) && batch[end].ent.Type != EntryConfChange {
+				end++
+			}
+		}
+		ents := make([]Entry, 0, end-start)
+		for _, p := range batch[start:end] {
+			ents = append(ents, p.ent)
+		}
+		if err := r.Step(Message{Type: MsgProp, Entries: ents}); err != nil {
+			for _, p := range batch[start:end] {
+				p.done <- err
+			}
+		} else {
+			first := r.log.lastIndex() - uint64(len(ents)) + 1
+			for i, p := range batch[start:end] {
+				p.index, p.term = first+uint64(i), r.term
+				pending[p.index] = p
+			}
+		}
+		start = end
+	}
+}
+
+// handleReady follows the order rule: persist, send, apply.
+func (n *Node) handleReady(r *Raft, rd Ready, pending map[uint64]*proposal, fail func(error), snapIndex *uint64) error {
+	if rd.Snapshot != nil {
+		if err := n.storage.InstallSnapshot(rd.Snapshot); err != nil {
+			return err
+		}
+	}
+	// A Ready that only moves the commit index needs no fsync: a commit index lost in a
+	// crash is relearned from the leader, and the entries it covers were synced before.
+	commitOnly := rd.Snapshot == nil && len(rd.Entries) == 0 && rd.HardState != nil &&
+		rd.HardState.Term == n.synced.Term && rd.HardState.Vote == n.synced.Vote
+	if err := n.storage.append(rd.HardState, rd.Entries, !commitOnly); err != nil {
+		return err
+	}
+	if rd.HardState != nil && !commitOnly {
+		n.synced = *rd.HardState
+	}
+	n.learnAddrs(rd.Entries)
+	if rd.SoftState != nil {
+		n.lead.Store(rd.SoftState.Lead)
+		n.state.Store(uint32(rd.SoftState.State))
+		if rd.SoftState.State != StateLeader {
+			fail(ErrLeadershipLost)
+		}
+	}
+	n.transport.Send(rd.Messages)
+	if rd.Snapshot != nil {
+		if err := n.cfg.StateMachine.Restore(rd.Snapshot.Data); err != nil {
+			return fmt.Errorf("raft node %d: restore snapshot at %d: %w", n.cfg.ID, rd.Snapshot.Meta.Index, err)
+		}
+		*snapIndex = rd.Snapshot.Meta.Index
+	}
+	for _, e := range rd.CommittedEntries {
+		switch {
+		case e.Type == EntryConfChange:
+			if cc, err := DecodeConfChange(e.Data); err == nil && cc.Type == RemoveNode && cc.NodeID != n.cfg.ID {
+				n.transport.RemovePeer(cc.NodeID)
+			}
+		case len(e.Data) > 0:
+			if err := n.cfg.StateMachine.Apply(e); err != nil {
+				return fmt.Errorf("raft node %d: apply entry %d: %w", n.cfg.ID, e.Index, err)
+			}
+		}
+		if p := pending[e.Index]; p != nil {
+			delete(pending, e.Index)
+			if p.term == e.Term {
+				p.done <- nil
+			} else {
+				p.done <- ErrProposalDropped
+			}
+		}
+	}
+	if k := len(rd.CommittedEntries); k > 0 {
+		if applied := rd.CommittedEntries[k-1].Index; applied-*snapIndex >= n.cfg.SnapshotEntries {
+			data, err := n.cfg.StateMachine.Snapshot()
+			if err != nil {
+				return fmt.Errorf("raft node %d: snapshot at %d: %w", n.cfg.ID, applied, err)
+			}
+			snap, err := r.Compact(applied, data)
+			if err != nil {
+				return err
+			}
+			if err := n.storage.SaveSnapshot(snap); err != nil {
+				return err
+			}
+			*snapIndex = applied
+		}
+	}
+	return nil
+}

@@ -1,0 +1,309 @@
+package raft
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// listSM is a state machine that records the data of every applied entry.
+type listSM struct {
+	mu       sync.Mutex
+	applied  []string
+	restores int
+}
+
+func (sm *listSM) Apply(e Entry) error {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	sm.applied = append(sm.applied, string(e.Data))
+	return nil
+}
+
+func (sm *listSM) Snapshot() ([]byte, error) {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	return json.Marshal(sm.applied)
+}
+
+func (sm *listSM) Restore(data []byte) error {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	sm.restores++
+	sm.applied = nil
+	return json.Unmarshal(data, &sm.applied)
+}
+
+func (sm *listSM) list() []string {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	return slices.Clone(sm.applied)
+}
+
+// waitFor polls cond every 10ms for at most d.
+func waitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+type testCluster struct {
+	tb    testing.TB
+	dirs  map[uint64]string
+	addrs map[uint64]string
+	nodes map[uint64]*Node
+	sms   map[uint64]*listSM
+	cfg   NodeConfig
+}
+
+func newTestCluster(tb testing.TB, n int, cfg NodeConfig) *testCluster {
+	c := &testCluster{tb: tb, dirs: map[uint64]string{}, addrs: map[uint64]string{}, nodes: map[uint64]*Node{}, sms: map[uint64]*listSM{}, cfg: cfg}
+	var voters []uint64
+	for i := 1; i <= n; i++ {
+		voters = append(voters, uint64(i))
+	}
+	for _, id := range voters {
+		c.dirs[id] = tb.TempDir()
+		c.addrs[id] = "127.0.0.1:0"
+		c.start(id, voters)
+	}
+	for id, nd := range c.nodes {
+		c.addrs[id] = nd.Addr()
+	}
+	for _, nd := range c.nodes {
+		for id, addr := range c.addrs {
+			nd.AddPeer(id, addr)
+		}
+	}
+	tb.Cleanup(func() {
+		for _, nd := range c.nodes {
+			nd.Stop()
+		}
+	})
+	return c
+}
+
+func (c *testCluster) start(id uint64, voters []uint64) {
+	c.tb.Helper()
+	cfg := c.cfg
+	cfg.ID, cfg.Dir, cfg.Listen, cfg.Voters = id, c.dirs[id], c.addrs[id], voters
+	cfg.Peers = map[uint64]string{}
+	for pid, addr := range c.addrs {
+		if pid != id && addr != "127.0.0.1:0" {
+			cfg.Peers[pid] = addr
+		}
+	}
+	sm := &listSM{}
+	cfg.StateMachine = sm
+	nd, err := StartNode(cfg)
+	if err != nil {
+		c.tb.Fatalf("start node %d: %v", id, err)
+	}
+	c.nodes[id], c.sms[id] = nd, sm
+}
+
+func (c *testCluster) stop(id uint64) {
+	c.tb.Helper()
+	if err := c.nodes[id].Stop(); err != nil {
+		c.tb.Fatalf("stop node %d: %v", id, err)
+	}
+	delete(c.nodes, id)
+}
+
+// leader waits until a running node leads and every running node that knows a leader
+// agrees on it.
+func (c *testCluster) leader() *Node {
+	c.tb.Helper()
+	var lead *Node
+	found := false
+	defer func() {
+		if !found {
+			for id, nd := range c.nodes {
+				st, _ := nd.Status(context.Background())
+				c.tb.Logf("node %d: %+v", id, st)
+			}
+		}
+	}()
+	waitFor(c.tb, 10*time.Second, "a leader", func() bool {
+		lead = nil
+		var seen uint64
+		for _, nd := range c.nodes {
+			if nd.IsLeader() {
+				lead = nd
+			}
+			// Nodes not yet members know no leader; the others must agree.
+			if l := nd.Leader(); l != None && seen != None && l != seen {
+				return false
+			} else if l != None {
+				seen = l
+			}
+		}
+		return lead != nil && lead.cfg.ID == seen
+	})
+	found = true
+	return lead
+}
+
+// proposeAll proposes n entries named prefix-i concurrently at the leader, retrying on
+// leader changes.
+func (c *testCluster) proposeAll(prefix string, n int) {
+	c.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			data := fmt.Appendf(nil, "%s-%d", prefix, i)
+			for {
+				lead := c.leader()
+				_, err := lead.Propose(ctx, data)
+				var nl *NotLeaderError
+				if err == nil || ctx.Err() != nil {
+					errs <- err
+					return
+				}
+				if !errors.As(err, &nl) && !errors.Is(err, ErrProposalDropped) {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			c.tb.Fatalf("propose: %v", err)
+		}
+	}
+}
+
+// converged waits until every running node applied the same entries, with want of them.
+func (c *testCluster) converged(want int) {
+	c.tb.Helper()
+	waitFor(c.tb, 15*time.Second, fmt.Sprintf("all nodes to apply %d entries", want), func() bool {
+		var ref []string
+		for _, sm := range c.sms {
+			if ref == nil {
+				ref = sm.list()
+			}
+		}
+		for id := range c.nodes {
+			if got := c.sms[id].list(); len(got) != want || !slices.Equal(got, ref) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func fastNodeConfig() NodeConfig {
+	return NodeConfig{TickInterval: 25 * time.Millisecond, ElectionTick: 10, HeartbeatTick: 1}
+}
+
+// TestNodeThreeOverTCP runs three Nodes over loopback TCP with real fsync: concurrent
+// proposals commit in one order everywhere, the cluster survives the loss of its leader, and
+// a node that was down catches up from a snapshot.
+func TestNodeThreeOverTCP(t *testing.T) {
+	cfg := fastNodeConfig()
+	cfg.SnapshotEntries = 40
+	c := newTestCluster(t, 3, cfg)
+	c.proposeAll("a", 100)
+	c.converged(100)
+
+	old := c.leader().cfg.ID
+	c.stop(old)
+	c.proposeAll("b", 100)
+	if nl := c.leader().cfg.ID; nl == old {
+		t.Fatalf("node %d still leads after it was stopped", nl)
+	}
+	c.start(old, nil)
+	c.converged(200)
+	if c.sms[old].restores == 0 {
+		t.Errorf("restarted node %d never restored a snapshot; want it to catch up from one", old)
+	}
+	st, err := c.nodes[old].Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.FirstIdx <= 1 {
+		t.Errorf("restarted node %d holds its log from %d; want it compacted by a snapshot", old, st.FirstIdx)
+	}
+}
+
+func TestNodeProposeOnFollowerAndTransfer(t *testing.T) {
+	c := newTestCluster(t, 3, fastNodeConfig())
+	lead := c.leader()
+	var follower *Node
+	for _, nd := range c.nodes {
+		if nd != lead {
+			follower = nd
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := follower.Propose(ctx, []byte("x"))
+	var nl *NotLeaderError
+	if !errors.As(err, &nl) || nl.Leader != lead.cfg.ID {
+		t.Fatalf("propose on follower: %v; want NotLeaderError naming %d", err, lead.cfg.ID)
+	}
+	if err := lead.TransferLeadership(ctx, follower.cfg.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.leader(); got != follower {
+		t.Fatalf("leader after transfer is %d; want %d", got.cfg.ID, follower.cfg.ID)
+	}
+	if _, err := follower.Propose(ctx, []byte("after-transfer")); err != nil {
+		t.Fatalf("propose at new leader: %v", err)
+	}
+	c.converged(1)
+}
+
+func TestNodeMembershipChange(t *testing.T) {
+	c := newTestCluster(t, 3, fastNodeConfig())
+	c.proposeAll("a", 10)
+	// Node 4 joins empty, as a learner first, then is promoted.
+	c.dirs[4], c.addrs[4] = t.TempDir(), "127.0.0.1:0"
+	c.start(4, nil)
+	c.addrs[4] = c.nodes[4].Addr()
+	for id, addr := range c.addrs {
+		c.nodes[4].AddPeer(id, addr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lead := c.leader()
+	if _, err := lead.ProposeConfChange(ctx, ConfChange{Type: AddLearner, NodeID: 4, Context: []byte(c.addrs[4])}); err != nil {
+		t.Fatalf("add learner 4: %v", err)
+	}
+	c.converged(10)
+	if _, err := lead.ProposeConfChange(ctx, ConfChange{Type: AddVoter, NodeID: 4, Context: []byte(c.addrs[4])}); err != nil {
+		t.Fatalf("promote 4: %v", err)
+	}
+	st, err := lead.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(st.Conf.Voters, []uint64{1, 2, 3, 4}) {
+		t.Fatalf("voters %v; want [1 2 3 4]", st.Conf.Voters)
+	}
+	// Remove the leader itself: it steps down once the removal commits, and the rest go on.
+	if _, err := lead.ProposeConfChange(ctx, ConfChange{Type: RemoveNode, NodeID: lead.cfg.ID}); err != nil && !errors.Is(err, ErrLeadershipLost) {
+		t.Fatalf("remove leader %d: %v", lead.cfg.ID, err)
+	}
+	c.stop(lead.cfg.ID)
+	c.proposeAll("b", 10)
+	c.converged(20)
+}
