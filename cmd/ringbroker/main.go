@@ -3,9 +3,11 @@
 //
 //	ringbroker [--config server.properties] [--override key=value ...] [--io auto|uring|netpoll]
 //	ringbroker format --cluster-id ID --config server.properties [--override key=value ...]
+//	ringbroker random-uuid
 //
 // format is the storage format step of a cluster node, as kafka-storage format: it writes
 // meta.properties with the cluster id into the first log dir. A single node formats itself.
+// random-uuid prints a new cluster id, as kafka-storage random-uuid does.
 package main
 
 import (
@@ -20,6 +22,7 @@ import (
 	"time"
 
 	"ringbroker/broker"
+	"ringbroker/broker/meta"
 )
 
 // overrides collects repeated --override flags.
@@ -38,6 +41,10 @@ func main() {
 func run(args []string) error {
 	if len(args) > 0 && args[0] == "format" {
 		return format(args[1:])
+	}
+	if len(args) == 1 && args[0] == "random-uuid" {
+		fmt.Println(meta.NewUUID())
+		return nil
 	}
 	fs := flag.NewFlagSet("ringbroker", flag.ContinueOnError)
 	configPath := fs.String("config", "", "server.properties file (Kafka key names)")
