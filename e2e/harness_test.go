@@ -500,11 +500,17 @@ func freePort(t testing.TB) int {
 // newClusterID makes a KRaft cluster id: 16 random bytes, URL-safe base64 without padding.
 func newClusterID(t testing.TB) string {
 	t.Helper()
-	var id [16]byte
-	if _, err := rand.Read(id[:]); err != nil {
-		t.Fatalf("random cluster id: %v", err)
+	for {
+		var id [16]byte
+		if _, err := rand.Read(id[:]); err != nil {
+			t.Fatalf("random cluster id: %v", err)
+		}
+		// Like Kafka's Uuid.randomUuid: an id starting with '-' reads as an option to
+		// kafka-storage format.
+		if s := base64.RawURLEncoding.EncodeToString(id[:]); s[0] != '-' {
+			return s
+		}
 	}
-	return base64.RawURLEncoding.EncodeToString(id[:])
 }
 
 func writeFile(t testing.TB, path, content string) {
