@@ -107,6 +107,9 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 		codecs: wire.NewCodecs(), groupsLoaded: map[int32]bool{},
 		cleaner:      rlog.NewCleaner(rlog.CleanerConfig{Logger: logger}),
 		imageChanged: make(chan struct{}, 1), incarnation: meta.NewUUID()}
+	if _, err := raiseNoFileLimit(logger); err != nil {
+		logger.Warn("open-file limit unchanged", "err", err)
+	}
 	voters, err := b.setupCluster()
 	if err != nil {
 		return nil, err
@@ -182,7 +185,7 @@ func (b *Broker) Start() error {
 			Addr:            l.Addr(),
 			Backend:         backend,
 			Rings:           b.cfg.Rings,
-			PinCPUs:         true,
+			PinCPUs:         b.cfg.PinCPUs,
 			SendZCThreshold: b.cfg.SendZCThreshold,
 			Logger:          b.logger,
 		}, &connHandler{b: b})
@@ -203,9 +206,11 @@ func (b *Broker) Start() error {
 		b.metrics.setBackend(string(srv.Backend()))
 		b.logger.Info("listening", "listener", b.cfg.Listeners[i].String(), "io", srv.Backend())
 	}
-	if err := b.registerSelf(); err != nil {
-		b.stopServers(context.Background())
-		return err
+	if b.cfg.hasRole("broker") {
+		if err := b.registerSelf(); err != nil {
+			b.stopServers(context.Background())
+			return err
+		}
 	}
 	if b.quorum != nil {
 		b.bg.Add(1)
@@ -226,11 +231,23 @@ func (b *Broker) Start() error {
 	return nil
 }
 
-// Addr is the bound address of the first listener.
-func (b *Broker) Addr() net.Addr { return b.servers[0].Addr() }
+// Addr is the bound address of the first listener; on a controller-only node, which serves
+// no clients, the controller listener's.
+func (b *Broker) Addr() net.Addr {
+	if len(b.servers) == 0 && b.quorum != nil {
+		return b.quorum.ListenAddr()
+	}
+	return b.servers[0].Addr()
+}
 
-// Backend is the I/O backend the first listener runs on.
-func (b *Broker) Backend() ring.Backend { return b.servers[0].Backend() }
+// Backend is the I/O backend the first listener runs on; empty on a controller-only node,
+// whose controller listener is plain Go networking.
+func (b *Broker) Backend() ring.Backend {
+	if len(b.servers) == 0 {
+		return ""
+	}
+	return b.servers[0].Backend()
+}
 
 func (b *Broker) advertised() Listener {
 	l := b.cfg.AdvertisedListeners[0]

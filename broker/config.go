@@ -30,6 +30,7 @@ type Config struct {
 	IO                  string   // io.backend (ringbroker's own): auto, uring or netpoll
 	Rings               int      // io.rings (ringbroker's own): 0 = one per core
 	SendZCThreshold     int      // io.send.zc.threshold.bytes (ringbroker's own)
+	PinCPUs             bool     // io.pin.cpus (ringbroker's own): pin each ring's thread to a CPU
 	ClusterID           string   // cluster.id (ringbroker's own; Kafka takes it from the storage format step)
 
 	OffsetsPartitions          int32         // offsets.topic.num.partitions
@@ -232,6 +233,8 @@ func (c *Config) Set(key, val string) error {
 		c.IO = val
 	case "io.rings":
 		c.Rings, err = strconv.Atoi(val)
+	case "io.pin.cpus":
+		c.PinCPUs, err = strconv.ParseBool(val)
 	case "io.send.zc.threshold.bytes":
 		c.SendZCThreshold, err = strconv.Atoi(val)
 	case "cluster.id":

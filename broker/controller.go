@@ -176,6 +176,8 @@ func (b *Broker) validateTopicConfigValue(k, v string) error {
 		return fmt.Errorf("compression.type=%s needs broker-side recompression, which ringbroker does not do yet; only 'producer' is supported", v)
 	case k == "remote.storage.enable" && strings.EqualFold(v, "true"):
 		return fmt.Errorf("tiered storage is not supported by ringbroker")
+	case k == "preallocate" && strings.EqualFold(v, "true"):
+		return fmt.Errorf("preallocate=true (segment file preallocation) is not implemented in ringbroker yet")
 	}
 	return nil
 }
