@@ -3,9 +3,12 @@ package broker
 import (
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"ringbroker/broker/meta"
@@ -25,24 +28,29 @@ func sortedBrokers(im *meta.Image) []meta.Broker {
 // the metadata log on its CONTROLLER listener (broker/meta.RaftStore). Each broker registers
 // with a new incarnation id at start and heartbeats to the active controller, which fences
 // brokers that stay silent for broker.session.timeout.ms (their partitions go offline with
-// RF=1, leader -1) and unfences them when they heartbeat again. Without
-// controller.quorum.voters a node is the single voter of a one-file log, as before.
+// RF=1, leader -1) and unfences them when they heartbeat again. A controller-only node
+// (process.roles=controller) is a voter with no client listener that neither registers nor
+// heartbeats; a broker-only node (process.roles=broker) is not a voter and follows the log as
+// a Raft learner (a KRaft observer), forwarding its commits and heartbeats to the active
+// controller. Without controller.quorum.voters a node is the single voter of a one-file log,
+// as before.
 
-// checkProcessRoles validates process.roles. Only combined nodes are supported: a broker-only
-// node would follow the log as a Raft learner and a controller-only node would serve no
-// clients, and neither is built yet.
+// checkProcessRoles validates process.roles: broker, controller, or both (as Kafka).
 func checkProcessRoles(roles []string) error {
-	seen := map[string]bool{}
+	if len(roles) == 0 {
+		return fmt.Errorf("process.roles is empty: want broker and/or controller")
+	}
 	for _, r := range roles {
 		if r != "broker" && r != "controller" {
 			return fmt.Errorf("unknown role %q: want broker and/or controller", r)
 		}
-		seen[r] = true
-	}
-	if !seen["broker"] || !seen["controller"] {
-		return fmt.Errorf("only combined broker,controller nodes are supported yet")
 	}
 	return nil
+}
+
+// hasRole reports whether process.roles includes role; no process.roles means both.
+func (c *Config) hasRole(role string) bool {
+	return len(c.ProcessRoles) == 0 || slices.Contains(c.ProcessRoles, role)
 }
 
 // clusterMode reports whether the config names a controller quorum.
@@ -55,6 +63,9 @@ func (c *Config) clusterMode() bool {
 func (b *Broker) setupCluster() (map[int32]string, error) {
 	c := &b.cfg
 	if !c.clusterMode() {
+		if !c.hasRole("broker") || !c.hasRole("controller") {
+			return nil, fmt.Errorf("process.roles=%s needs controller.quorum.voters: only a combined node runs alone", strings.Join(c.ProcessRoles, ","))
+		}
 		if len(c.ControllerListenerNames) > 0 {
 			return nil, fmt.Errorf("controller.listener.names is set but controller.quorum.voters is not")
 		}
@@ -67,13 +78,20 @@ func (b *Broker) setupCluster() (map[int32]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("controller.quorum.voters=%q: %w", c.QuorumVoters, err)
 	}
-	if _, ok := voters[c.NodeID]; !ok {
-		return nil, fmt.Errorf("node.id %d is not in controller.quorum.voters=%q; only combined broker,controller voters are supported yet", c.NodeID, c.QuorumVoters)
+	controller := c.hasRole("controller")
+	if _, ok := voters[c.NodeID]; ok != controller {
+		if controller {
+			return nil, fmt.Errorf("node.id %d is not in controller.quorum.voters=%q but process.roles includes controller", c.NodeID, c.QuorumVoters)
+		}
+		return nil, fmt.Errorf("node.id %d is in controller.quorum.voters=%q but process.roles=broker", c.NodeID, c.QuorumVoters)
 	}
 	if len(c.ControllerListenerNames) == 0 {
 		return nil, fmt.Errorf("controller.listener.names is required with controller.quorum.voters")
 	}
 	name := c.ControllerListenerNames[0]
+	if !controller {
+		return voters, c.checkBrokerOnlyListeners(name)
+	}
 	var ctrl *Listener
 	var clients []Listener
 	for _, l := range c.Listeners {
@@ -85,6 +103,14 @@ func (b *Broker) setupCluster() (map[int32]string, error) {
 	}
 	if ctrl == nil {
 		return nil, fmt.Errorf("controller listener %s (controller.listener.names) is not in listeners", name)
+	}
+	if !c.hasRole("broker") {
+		if len(clients) > 0 {
+			return nil, fmt.Errorf("process.roles=controller: listeners has %s besides the controller listener %s; a controller serves no clients", clients[0], name)
+		}
+		c.Listeners, c.AdvertisedListeners = nil, nil
+		voters[c.NodeID] = ctrl.Addr()
+		return voters, nil
 	}
 	if len(clients) == 0 {
 		return nil, fmt.Errorf("listeners has no client listener besides the controller listener %s", name)
@@ -109,15 +135,43 @@ func (b *Broker) setupCluster() (map[int32]string, error) {
 	return voters, nil
 }
 
+// checkBrokerOnlyListeners checks a broker-only node's listeners: the controller listener
+// belongs to the controllers (Kafka refuses it in a broker's listeners too), and formatting is
+// required as on every cluster node.
+func (c *Config) checkBrokerOnlyListeners(ctrlName string) error {
+	for _, l := range c.Listeners {
+		if l.Name == ctrlName {
+			return fmt.Errorf("process.roles=broker: listeners must not contain the controller listener %s (controller.listener.names)", ctrlName)
+		}
+	}
+	if c.ClusterID == "" {
+		if _, err := os.Stat(filepath.Join(c.LogDirs[0], "meta.properties")); err != nil {
+			return fmt.Errorf("log dir %s is not formatted: run `ringbroker format --cluster-id ID --config FILE` (as kafka-storage format) or start with --override cluster.id=ID", c.LogDirs[0])
+		}
+	}
+	return nil
+}
+
+// learnerListen is where a broker-only node receives the metadata log as a Raft learner: a
+// port picked on its first listener's host, announced with its advertised host when it joins.
+func (c *Config) learnerListen() string {
+	return net.JoinHostPort(c.Listeners[0].Host, "0")
+}
+
 // openMetaStore opens the metadata log: the one-file log of a single node, or this node's
-// voter of the controller quorum.
+// voter (or, broker-only, learner) of the controller quorum.
 func (b *Broker) openMetaStore(clusterID string, voters map[int32]string) (meta.Store, error) {
 	dir := filepath.Join(b.cfg.LogDirs[0], metadataDirName)
 	if voters == nil {
 		return meta.OpenLog(dir, clusterID, b.logger)
 	}
+	learner := !b.cfg.hasRole("controller")
+	listen, advHost := voters[b.cfg.NodeID], ""
+	if learner {
+		listen, advHost = b.cfg.learnerListen(), b.advertised().Host
+	}
 	s, err := meta.OpenRaft(meta.RaftConfig{NodeID: b.cfg.NodeID, Dir: dir, ClusterID: clusterID,
-		Listen: voters[b.cfg.NodeID], Voters: voters, SnapshotEntries: b.cfg.MetadataSnapshotEntries,
+		Listen: listen, Voters: voters, Learner: learner, AdvertiseHost: advHost, SnapshotEntries: b.cfg.MetadataSnapshotEntries,
 		OnChange: func(*meta.Image) {
 			select {
 			case b.imageChanged <- struct{}{}:
@@ -173,7 +227,9 @@ func (b *Broker) clusterLoop() {
 				b.logger.Error("load offsets partitions", "err", err)
 			}
 		case <-hb.C:
-			go b.heartbeat()
+			if b.cfg.hasRole("broker") {
+				go b.heartbeat()
+			}
 		case <-check.C:
 			if !b.quorum.IsLeader() {
 				if !leaderSince.IsZero() {

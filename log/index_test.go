@@ -1,6 +1,8 @@
 package log
 
 import (
+	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 )
@@ -87,4 +89,54 @@ func TestTimeIndex(t *testing.T) {
 	if err := x.checkTimes(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestIndexHoldsNoDescriptor checks that an open, mapped index keeps no file descriptor, so a
+// partition costs one descriptor rather than three, and that it still grows, trims and syncs
+// by reopening its file by path.
+func TestIndexHoldsNoDescriptor(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "00000000000000000000.index")
+	before := countFDs(t)
+	x, err := openIndex(path, offsetEntrySize, 4*offsetEntrySize, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.close()
+	if got := countFDs(t); got != before {
+		t.Fatalf("open descriptors went from %d to %d after openIndex; want none held", before, got)
+	}
+	if err := x.ensure(2); err != nil {
+		t.Fatal(err)
+	}
+	x.appendOffset(1, 10)
+	x.appendOffset(2, 20)
+	if err := x.grow(8 * offsetEntrySize); err != nil {
+		t.Fatal(err)
+	}
+	x.appendOffset(3, 30)
+	if err := errors.Join(x.trim(), x.sync()); err != nil {
+		t.Fatal(err)
+	}
+	if got := countFDs(t); got != before {
+		t.Fatalf("open descriptors went from %d to %d after grow/trim/sync; want none held", before, got)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() != 3*offsetEntrySize {
+		t.Fatalf("trimmed index is %d bytes, want %d", fi.Size(), 3*offsetEntrySize)
+	}
+	if pos := x.lookupPosition(3); pos != 30 {
+		t.Fatalf("lookupPosition(3) = %d after grow and trim, want 30", pos)
+	}
+}
+
+// countFDs counts this process's open file descriptors.
+func countFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
 }

@@ -32,6 +32,8 @@ const (
 	classifyTimeout = 10 * time.Second
 	// retryBackoff is the wait before retrying a commit while no leader is known.
 	retryBackoff = 50 * time.Millisecond
+	// joinTimeout bounds one attempt of a learner to join through one controller.
+	joinTimeout = 5 * time.Second
 )
 
 // ErrNoLeader is returned by Commit when no controller could take the commit before the
@@ -46,11 +48,19 @@ type RaftConfig struct {
 	Dir string
 	// ClusterID goes into the image.
 	ClusterID string
-	// Listen is the controller listener address (host:port; port 0 picks one).
+	// Listen is the controller listener address (host:port; port 0 picks one). A learner
+	// listens here for the leader's appends and announces the port when it joins.
 	Listen string
-	// Voters maps the node id of every controller (this one included) to its controller
-	// listener address: controller.quorum.voters.
+	// Voters maps the node id of every controller (this one included unless Learner) to its
+	// controller listener address: controller.quorum.voters.
 	Voters map[int32]string
+	// Learner makes this node a non-voting follower of the log (process.roles=broker, as a
+	// KRaft observer): it is not among Voters, never campaigns, asks the active controller to
+	// add it at every start and forwards its commits and heartbeats to it.
+	Learner bool
+	// AdvertiseHost is the host a learner announces, with its bound port, for the leader to
+	// reach it (its advertised listener's host); empty announces the bound address.
+	AdvertiseHost string
 	// SnapshotEntries: a snapshot of the image is taken every this many entries (10000).
 	SnapshotEntries uint64
 	// TickInterval is Raft's logical tick (100ms); elections time out after 10 ticks.
@@ -110,7 +120,10 @@ func raftID(nodeID int32) uint64 { return uint64(nodeID) + 1 }
 // OpenRaft starts this controller's Raft node: it recovers the log in cfg.Dir (or founds the
 // quorum of cfg.Voters when the directory is empty) and listens on cfg.Listen.
 func OpenRaft(cfg RaftConfig) (*RaftStore, error) {
-	if _, ok := cfg.Voters[cfg.NodeID]; !ok {
+	if _, ok := cfg.Voters[cfg.NodeID]; ok == cfg.Learner {
+		if cfg.Learner {
+			return nil, fmt.Errorf("metadata quorum: learner node %d is among the voters %v", cfg.NodeID, cfg.Voters)
+		}
 		return nil, fmt.Errorf("metadata quorum: node %d is not among the voters %v", cfg.NodeID, cfg.Voters)
 	}
 	if cfg.CommitTimeout <= 0 {
@@ -137,6 +150,9 @@ func OpenRaft(cfg RaftConfig) (*RaftStore, error) {
 		}
 	}
 	sort.Slice(voters, func(i, j int) bool { return voters[i] < voters[j] })
+	if cfg.Learner {
+		voters = nil // join: the leader adds this node as a learner
+	}
 	s.wg.Add(1)
 	go s.accept()
 	s.node, err = raft.StartNode(raft.NodeConfig{ID: raftID(cfg.NodeID), Dir: cfg.Dir, Listener: s.mux,
@@ -146,11 +162,76 @@ func OpenRaft(cfg RaftConfig) (*RaftStore, error) {
 		s.closeListener()
 		return nil, fmt.Errorf("metadata quorum node %d: %w", cfg.NodeID, err)
 	}
+	if cfg.Learner {
+		s.wg.Add(1)
+		go s.join()
+	}
 	return s, nil
+}
+
+// join asks the voters in turn, following not-leader hints, to add this node as a learner
+// with its listener address, until one leader accepts or the store closes. It runs at every
+// start, as the address may have changed; adding a learner again only updates its address.
+func (s *RaftStore) join() {
+	defer s.wg.Done()
+	ids := make([]int32, 0, len(s.cfg.Voters))
+	for id := range s.cfg.Voters {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	req := forwardRequest{Kind: "join", NodeID: s.cfg.NodeID, Addr: s.learnerAddr()}
+	for attempt := 0; !s.closed.Load(); attempt++ {
+		to := ids[attempt%len(ids)]
+		if l := s.Leader(); l >= 0 {
+			to = l
+		}
+		_, err := s.forward(to, req, time.Now().Add(joinTimeout))
+		var nl *raft.NotLeaderError
+		if errors.As(err, &nl) && nl.Leader != raft.None {
+			_, err = s.forward(int32(nl.Leader-1), req, time.Now().Add(joinTimeout))
+		}
+		if err == nil {
+			s.logger.Info("joined the metadata quorum as a learner", "node", s.cfg.NodeID, "addr", req.Addr, "via", to)
+			return
+		}
+		s.logger.Debug("join the metadata quorum as a learner", "node", s.cfg.NodeID, "via", to, "err", err)
+		time.Sleep(retryBackoff)
+	}
+}
+
+// addLearner is the leader's side of a join: it adds node id as a learner at addr. A voter
+// is never demoted this way.
+func (s *RaftStore) addLearner(id int32, addr string) error {
+	if _, ok := s.cfg.Voters[id]; ok {
+		return fmt.Errorf("node %d is a voter (controller.quorum.voters) and cannot join as a learner", id)
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("learner %d address %q: %w", id, addr, err)
+	}
+	if !s.node.IsLeader() {
+		return &raft.NotLeaderError{Leader: s.node.Leader()}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CommitTimeout)
+	defer cancel()
+	if _, err := s.node.ProposeConfChange(ctx, raft.ConfChange{Type: raft.AddLearner, NodeID: raftID(id), Context: []byte(addr)}); err != nil {
+		return fmt.Errorf("add learner %d at %s: %w", id, addr, err)
+	}
+	return nil
 }
 
 // Addr is the controller listener's bound address.
 func (s *RaftStore) Addr() string { return s.ln.Addr().String() }
+
+// learnerAddr is the address a learner announces: its bound port on AdvertiseHost.
+func (s *RaftStore) learnerAddr() string {
+	if s.cfg.AdvertiseHost == "" {
+		return s.Addr()
+	}
+	return net.JoinHostPort(s.cfg.AdvertiseHost, strconv.Itoa(s.ln.Addr().(*net.TCPAddr).Port))
+}
+
+// ListenAddr is the controller listener's bound address as a net.Addr.
+func (s *RaftStore) ListenAddr() net.Addr { return s.ln.Addr() }
 
 // Image returns the current image. It never returns nil.
 func (s *RaftStore) Image() *Image { return s.image.Load() }
@@ -205,7 +286,11 @@ func (s *RaftStore) Heartbeat(nodeID int32, inc UUID) error {
 		if leader == s.cfg.NodeID {
 			return 0, s.recordHeartbeat(nodeID, inc)
 		}
-		_, err := s.forward(leader, forwardRequest{Kind: "heartbeat", NodeID: nodeID, Incarnation: inc}, deadline)
+		req := forwardRequest{Kind: "heartbeat", NodeID: nodeID, Incarnation: inc}
+		if s.cfg.Learner {
+			req.Addr = s.learnerAddr()
+		}
+		_, err := s.forward(leader, req, deadline)
 		return 0, err
 	})
 	return err
@@ -458,11 +543,14 @@ func (sm *stateMachine) Restore(data []byte) error {
 
 // forwardRequest is what a controller sends the active one.
 type forwardRequest struct {
-	// Kind is "commit" (Records, encoded) or "heartbeat" (NodeID, Incarnation).
+	// Kind is "commit" (Records, encoded), "heartbeat" (NodeID, Incarnation, and Addr from a
+	// learner) or "join" (NodeID, Addr: add a learner).
 	Kind        string `json:"kind"`
 	Records     []byte `json:"records,omitempty"`
 	NodeID      int32  `json:"node_id,omitempty"`
 	Incarnation UUID   `json:"incarnation,omitempty"`
+	// Addr is a learner's listener address, where the leader sends it the log.
+	Addr string `json:"addr,omitempty"`
 }
 
 // forwardResponse answers a forwardRequest: the entry's index, or why not.
@@ -612,7 +700,15 @@ func (s *RaftStore) serveForward(body []byte) forwardResponse {
 			}
 		}
 	case "heartbeat":
-		err = s.recordHeartbeat(req.NodeID, req.Incarnation)
+		if err = s.recordHeartbeat(req.NodeID, req.Incarnation); err == nil && req.Addr != "" {
+			// A learner's address is known from its join entry, which a snapshot may have
+			// compacted away; its heartbeats keep this leader's address book current.
+			if _, voter := s.cfg.Voters[req.NodeID]; !voter {
+				s.node.AddPeer(raftID(req.NodeID), req.Addr)
+			}
+		}
+	case "join":
+		err = s.addLearner(req.NodeID, req.Addr)
 	default:
 		err = fmt.Errorf("unknown forwarded request kind %q", req.Kind)
 	}
