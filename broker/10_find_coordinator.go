@@ -2,8 +2,9 @@ package broker
 
 // FindCoordinator (key 10), versions 0-6.
 //
-// Group keys (type 0) are coordinated here, the leader of their __consumer_offsets partition on a
-// single node; the topic is created on first use, as Kafka does. v4+ batches keys. Transaction
+// Group keys (type 0) are coordinated by the leader of the group's __consumer_offsets partition,
+// abs(javaStringHash(group)) % partitions: this node on a single node, the broker the controller
+// placed the partition on in a cluster; the topic is created on first use, as Kafka does. v4+ batches keys. Transaction
 // keys (type 1) need the transaction coordinator, which is not built yet, and share keys (type 2)
 // the share coordinator: both get INVALID_REQUEST with a message saying so, which clients report
 // instead of retrying for ever.
@@ -13,6 +14,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/broker/meta"
+	"ringbroker/coord"
 )
 
 var findCoordinatorAPI = &api{key: kmsg.FindCoordinator, minVersion: 0, maxVersion: 6, handle: handleFindCoordinator}
@@ -33,29 +37,49 @@ func handleFindCoordinator(b *Broker, rc *reqCtx, r kmsg.Request) {
 	default:
 		code, msg = kerr.InvalidRequest, "ringbroker coordinates consumer groups only"
 	}
-	adv := b.advertised()
-	fill := func(c *kmsg.FindCoordinatorResponseCoordinator) {
+	im := b.meta.Image()
+	fill := func(c *kmsg.FindCoordinatorResponseCoordinator, key string) {
 		c.NodeID, c.Host, c.Port = -1, "", -1
-		if code != nil {
-			c.ErrorCode = code.Code
-			c.ErrorMessage = kmsg.StringPtr(msg)
-			return
+		ecode, emsg := code, msg
+		if ecode == nil {
+			br, ok := groupCoordinatorFor(im, key)
+			if ok {
+				c.NodeID, c.Host, c.Port = br.NodeID, br.Host, br.Port
+				return
+			}
+			ecode, emsg = kerr.CoordinatorNotAvailable, "the leader of the group's "+offsetsTopic+" partition is not available"
 		}
-		c.NodeID, c.Host, c.Port = b.cfg.NodeID, adv.Host, int32(adv.Port)
+		c.ErrorCode = ecode.Code
+		c.ErrorMessage = kmsg.StringPtr(emsg)
 	}
 	if req.Version >= 4 {
 		for _, k := range req.CoordinatorKeys {
 			c := kmsg.NewFindCoordinatorResponseCoordinator()
 			c.Key = k
-			fill(&c)
+			fill(&c, k)
 			resp.Coordinators = append(resp.Coordinators, c)
 		}
 	} else {
 		var c kmsg.FindCoordinatorResponseCoordinator
-		fill(&c)
+		fill(&c, req.CoordinatorKey)
 		resp.NodeID, resp.Host, resp.Port, resp.ErrorCode, resp.ErrorMessage = c.NodeID, c.Host, c.Port, c.ErrorCode, c.ErrorMessage
 	}
 	rc.respond(resp)
+}
+
+// groupCoordinatorFor is the broker that leads the __consumer_offsets partition of group: on a
+// single node this node, in a cluster whichever broker the controller placed it on.
+func groupCoordinatorFor(im *meta.Image, group string) (meta.Broker, bool) {
+	t := im.Topics[offsetsTopic]
+	if t == nil || len(t.Partitions) == 0 {
+		return meta.Broker{}, false
+	}
+	p := t.Partitions[coord.PartitionFor(group, len(t.Partitions))]
+	br, ok := im.Brokers[p.Leader]
+	if !ok || br.Fenced {
+		return meta.Broker{}, false
+	}
+	return br, true
 }
 
 // hostOf is the host part of host:port.
