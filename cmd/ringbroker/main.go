@@ -69,16 +69,9 @@ func run(args []string) error {
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
-	cfg := broker.DefaultConfig()
-	if *configPath != "" {
-		if err := cfg.LoadProperties(*configPath); err != nil {
-			return err
-		}
-	}
-	for _, kv := range ovs {
-		if err := cfg.Override(kv); err != nil {
-			return err
-		}
+	cfg, err := loadConfig(*configPath, ovs)
+	if err != nil {
+		return err
 	}
 	if *io != "" {
 		cfg.IO = *io
@@ -120,20 +113,29 @@ func format(args []string) error {
 	if *clusterID == "" {
 		return fmt.Errorf("format: --cluster-id is required")
 	}
-	cfg := broker.DefaultConfig()
-	if *configPath != "" {
-		if err := cfg.LoadProperties(*configPath); err != nil {
-			return err
-		}
-	}
-	for _, kv := range ovs {
-		if err := cfg.Override(kv); err != nil {
-			return err
-		}
+	cfg, err := loadConfig(*configPath, ovs)
+	if err != nil {
+		return err
 	}
 	if err := broker.FormatStorage(cfg, *clusterID); err != nil {
 		return fmt.Errorf("format: %w", err)
 	}
 	fmt.Printf("Formatted %s with cluster.id %s and node.id %d\n", cfg.LogDirs[0], *clusterID, cfg.NodeID)
 	return nil
+}
+
+// loadConfig is the defaults, then the properties file when given, then the overrides in order.
+func loadConfig(path string, ovs overrides) (broker.Config, error) {
+	cfg := broker.DefaultConfig()
+	if path != "" {
+		if err := cfg.LoadProperties(path); err != nil {
+			return cfg, err
+		}
+	}
+	for _, kv := range ovs {
+		if err := cfg.Override(kv); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
 }
