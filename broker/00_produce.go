@@ -19,6 +19,7 @@ package broker
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -127,6 +128,11 @@ func ignoreSyncResult(error) {}
 // respondWhenDurable sends resp once every waited partition is fsynced. The callbacks run on
 // the logs' flusher goroutines; the last one to finish responds.
 func respondWhenDurable(rc *reqCtx, resp *kmsg.ProduceResponse, waits []durableWait) {
+	// The topic names alias the receive buffer, which is recycled when the handler returns; the
+	// response is encoded later.
+	for i := range resp.Topics {
+		resp.Topics[i].Topic = strings.Clone(resp.Topics[i].Topic)
+	}
 	var left atomic.Int32
 	left.Store(int32(len(waits)))
 	for _, w := range waits {
