@@ -17,6 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/bench/benchtest"
 )
 
 const (
@@ -151,7 +153,7 @@ func TestBadInput(t *testing.T) {
 		if !b.Alive() {
 			t.Fatalf("broker process died")
 		}
-		if err := metadataOK(b.Addr()); err != nil {
+		if err := benchtest.MetadataOK(b.Addr()); err != nil {
 			t.Fatalf("broker does not answer after the bad input: %v", err)
 		}
 	})

@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/bench/benchtest"
 )
 
 // clusterTimeout bounds each wait of the cluster test (elections, fencing, catch-up).
@@ -27,7 +29,7 @@ func startCluster(t *testing.T, n int, extra ...string) []*Broker {
 	ps := make([]ports, n)
 	var voters []string
 	for i := range ps {
-		ps[i] = ports{freePort(t), freePort(t), freePort(t)}
+		ps[i] = ports{benchtest.FreePort(t), benchtest.FreePort(t), benchtest.FreePort(t)}
 		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", i+1, ps[i].controller))
 	}
 	cid := newClusterID(t)
@@ -59,7 +61,7 @@ func startCluster(t *testing.T, n int, extra ...string) []*Broker {
 		b.t.Cleanup(func() {
 			b.Kill()
 			if b.t.Failed() {
-				b.t.Logf("node %d log %s (tail):\n%s", i+1, b.log, tailFile(b.log, logTailBytes))
+				b.t.Logf("node %d log %s (tail):\n%s", i+1, b.log, benchtest.TailFile(b.log, logTailBytes))
 			}
 		})
 		b.startProcess()

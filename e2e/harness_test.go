@@ -8,8 +8,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,7 +19,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/bench/benchtest"
 )
 
 const (
@@ -153,7 +152,7 @@ type process struct {
 func startRingbroker(t *testing.T, io string, overrides ...string) *Broker {
 	t.Helper()
 	dir := t.TempDir()
-	port, metricsPort := freePort(t), freePort(t)
+	port, metricsPort := benchtest.FreePort(t), benchtest.FreePort(t)
 	argv := []string{
 		ringbrokerBinary(),
 		"--io=" + io,
@@ -183,7 +182,7 @@ func startRingbroker(t *testing.T, io string, overrides ...string) *Broker {
 func startKafka(t *testing.T, overrides ...string) *Broker {
 	t.Helper()
 	dir := t.TempDir()
-	port, controllerPort := freePort(t), freePort(t)
+	port, controllerPort := benchtest.FreePort(t), benchtest.FreePort(t)
 	props := filepath.Join(dir, "server.properties")
 	lines := []string{
 		"process.roles=broker,controller",
@@ -235,7 +234,7 @@ func (b *Broker) launch() {
 	b.t.Cleanup(func() {
 		b.Kill()
 		if b.t.Failed() {
-			b.t.Logf("%s log %s (tail):\n%s", b.kind, b.log, tailFile(b.log, logTailBytes))
+			b.t.Logf("%s log %s (tail):\n%s", b.kind, b.log, benchtest.TailFile(b.log, logTailBytes))
 		}
 	})
 	start := time.Now()
@@ -277,30 +276,11 @@ func (b *Broker) waitReady() {
 	waitFor(b.t, startTimeout, func() error {
 		select {
 		case <-p.done:
-			b.t.Fatalf("%s exited during start: %v\n%s", b.kind, p.err, tailFile(b.log, logTailBytes))
+			b.t.Fatalf("%s exited during start: %v\n%s", b.kind, p.err, benchtest.TailFile(b.log, logTailBytes))
 		default:
 		}
-		return metadataOK(b.addr)
+		return benchtest.MetadataOK(b.addr)
 	})
-}
-
-// metadataOK asks addr for cluster metadata with a fresh client.
-func metadataOK(addr string) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequestRetries(0))
-	if err != nil {
-		return fmt.Errorf("new client for %s: %w", addr, err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
-	if err != nil {
-		return fmt.Errorf("metadata from %s: %w", addr, err)
-	}
-	if len(resp.Brokers) == 0 {
-		return fmt.Errorf("metadata from %s lists no brokers", addr)
-	}
-	return nil
 }
 
 func (b *Broker) current() *process {
@@ -486,17 +466,6 @@ func waitFor(t testing.TB, timeout time.Duration, cond func() error) {
 	}
 }
 
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("find free port: %v", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // newClusterID makes a KRaft cluster id: 16 random bytes, URL-safe base64 without padding.
 func newClusterID(t testing.TB) string {
 	t.Helper()
@@ -518,25 +487,6 @@ func writeFile(t testing.TB, path, content string) {
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatalf("write %s: %v", path, err)
 	}
-}
-
-// tailFile returns the last n bytes of the file at path, or why it could not be read.
-func tailFile(path string, n int64) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Sprintf("(open %s: %v)", path, err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return fmt.Sprintf("(stat %s: %v)", path, err)
-	}
-	off := max(st.Size()-n, 0)
-	buf, err := io.ReadAll(io.NewSectionReader(f, off, st.Size()-off))
-	if err != nil {
-		return fmt.Sprintf("(read %s: %v)", path, err)
-	}
-	return string(buf)
 }
 
 // log4jConfig is a log4j2 configuration logging at level to the given console target.

@@ -102,19 +102,19 @@ func Start(t testing.TB, bin, ioBackend string, overrides ...string) *Broker {
 		_ = cmd.Process.Kill()                  // fails only when it already exited
 		<-b.done
 		if t.Failed() {
-			t.Logf("ringbroker log %s (tail):\n%s", logPath, tailFile(logPath, logTail))
+			t.Logf("ringbroker log %s (tail):\n%s", logPath, TailFile(logPath, logTail))
 		}
 	})
 	start := time.Now()
 	deadline := start.Add(readyTimeout)
 	for {
-		err := metadataOK(addr)
+		err := MetadataOK(addr)
 		if err == nil {
 			break
 		}
 		select {
 		case <-b.done:
-			t.Fatalf("ringbroker exited during start (%v):\n%s", cmd.ProcessState, tailFile(logPath, logTail))
+			t.Fatalf("ringbroker exited during start (%v):\n%s", cmd.ProcessState, TailFile(logPath, logTail))
 		case <-time.After(pollEvery):
 		}
 		if time.Now().After(deadline) {
@@ -151,12 +151,13 @@ func (b *Broker) Stop() {
 		b.t.Fatalf("ringbroker pid %d did not exit within %v of SIGTERM", b.PID, stopTimeout)
 	}
 	if code := b.cmd.ProcessState.ExitCode(); code != 0 {
-		b.t.Fatalf("ringbroker pid %d exited %d after SIGTERM; want 0\n%s", b.PID, code, tailFile(b.log, logTail))
+		b.t.Fatalf("ringbroker pid %d exited %d after SIGTERM; want 0\n%s", b.PID, code, TailFile(b.log, logTail))
 	}
 }
 
-// metadataOK asks addr for cluster metadata with a fresh client.
-func metadataOK(addr string) error {
+// MetadataOK asks addr for cluster metadata with a fresh client; nil means a broker answers
+// with at least one broker listed.
+func MetadataOK(addr string) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequestRetries(0))
 	if err != nil {
 		return fmt.Errorf("new client for %s: %w", addr, err)
@@ -177,16 +178,23 @@ func metadataOK(addr string) error {
 // freeAddr returns a loopback host:port that was free a moment ago.
 func freeAddr(t testing.TB) string {
 	t.Helper()
+	return fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("find a free port: %v", err)
 	}
 	defer ln.Close()
-	return ln.Addr().String()
+	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// tailFile returns the last n bytes of the file at path, or why it could not be read.
-func tailFile(path string, n int64) string {
+// TailFile returns the last n bytes of the file at path, or why it could not be read, for the
+// logs a failed test prints.
+func TailFile(path string, n int64) string {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Sprintf("(open %s: %v)", path, err)
