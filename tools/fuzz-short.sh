@@ -7,6 +7,25 @@ GO="${GO:-go}"
 GOLDFLAGS="${GOLDFLAGS:--ldflags=-checklinkname=0}"
 FUZZTIME="${FUZZTIME:-5s}"
 
+# fuzz_once fuzzes one target. Go's fuzzer sometimes ends a run with "context deadline exceeded"
+# and no failing input when -fuzztime runs out while a worker is busy (seen with the file-heavy
+# log/FuzzRecoverSegment on a loaded machine). That is the fuzzer's own timeout, not a finding, so
+# such a run is repeated once; a run that wrote a failing input, or fails twice, fails.
+fuzz_once() {
+	local pkg=$1 target=$2 out
+	for attempt in 1 2; do
+		if out=$("$GO" test "$GOLDFLAGS" -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg" 2>&1); then
+			echo "$out"
+			return 0
+		fi
+		echo "$out"
+		if [ "$attempt" -eq 2 ] || ! grep -q 'context deadline exceeded' <<<"$out" || grep -q 'Failing input written' <<<"$out"; then
+			return 1
+		fi
+		echo "--- fuzz $pkg $target: the fuzzer timed out with no failing input; running it once more"
+	done
+}
+
 ran=0
 failed=0
 for pkg in $("$GO" list ./...); do
@@ -20,7 +39,7 @@ for pkg in $("$GO" list ./...); do
 	targets=$(grep -E '^Fuzz' <<<"$listing" || true)
 	for target in $targets; do
 		echo "=== fuzz $pkg $target ($FUZZTIME)"
-		if "$GO" test "$GOLDFLAGS" -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg"; then
+		if fuzz_once "$pkg" "$target"; then
 			ran=$((ran + 1))
 		else
 			echo "--- FAIL: fuzz $pkg $target"
