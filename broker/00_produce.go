@@ -13,13 +13,13 @@ package broker
 // in-sync replica set is this broker). In group-commit mode (topic config flush.group.commit)
 // acks=1 and acks=-1 answer only once a shared fsync covers the appended batches; the handler
 // returns at once and the flusher goroutine sends the response (KAFKA_STORAGE_ERROR for a
-// partition whose fsync failed); acks=0 starts the fsync without waiting. v13 names topics by id. Runs on the ring goroutine: the
-// request's record bytes alias the receive buffer and are consumed before the handler returns.
+// partition whose fsync failed); acks=0 starts the fsync without waiting. v13 names topics by
+// id. Runs on a handler worker; the record bytes are the request frame itself, stamped in place
+// and written from there.
 
 import (
 	"errors"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -31,7 +31,7 @@ import (
 	"ringbroker/wire"
 )
 
-var produceAPI = &api{key: kmsg.Produce, minVersion: 3, advertiseFromZero: true, maxVersion: 13, inline: true, handle: handleProduce}
+var produceAPI = &api{key: kmsg.Produce, minVersion: 3, advertiseFromZero: true, maxVersion: 13, handle: handleProduce}
 
 func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.ProduceRequest)
@@ -128,11 +128,7 @@ func ignoreSyncResult(error) {}
 // respondWhenDurable sends resp once every waited partition is fsynced. The callbacks run on
 // the logs' flusher goroutines; the last one to finish responds.
 func respondWhenDurable(rc *reqCtx, resp *kmsg.ProduceResponse, waits []durableWait) {
-	// The topic names alias the receive buffer, which is recycled when the handler returns; the
-	// response is encoded later.
-	for i := range resp.Topics {
-		resp.Topics[i].Topic = strings.Clone(resp.Topics[i].Topic)
-	}
+	// The topic names alias the request frame, which lives until the response is encoded.
 	var left atomic.Int32
 	left.Store(int32(len(waits)))
 	for _, w := range waits {

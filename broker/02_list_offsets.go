@@ -16,7 +16,7 @@ import (
 	"ringbroker/broker/meta"
 )
 
-var listOffsetsAPI = &api{key: kmsg.ListOffsets, minVersion: 1, maxVersion: 11, inline: true, handle: handleListOffsets}
+var listOffsetsAPI = &api{key: kmsg.ListOffsets, minVersion: 1, maxVersion: 11, handle: handleListOffsets}
 
 func handleListOffsets(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.ListOffsetsRequest)

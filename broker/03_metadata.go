@@ -16,7 +16,7 @@ import (
 	"ringbroker/broker/meta"
 )
 
-var metadataAPI = &api{key: kmsg.Metadata, minVersion: 0, maxVersion: 13, handle: handleMetadata}
+var metadataAPI = &api{key: kmsg.Metadata, minVersion: 0, maxVersion: 13, keepsRequest: true, handle: handleMetadata}
 
 func handleMetadata(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.MetadataRequest)

@@ -19,7 +19,7 @@ import (
 	"ringbroker/coord"
 )
 
-var findCoordinatorAPI = &api{key: kmsg.FindCoordinator, minVersion: 0, maxVersion: 6, handle: handleFindCoordinator}
+var findCoordinatorAPI = &api{key: kmsg.FindCoordinator, minVersion: 0, maxVersion: 6, keepsRequest: true, handle: handleFindCoordinator}
 
 func handleFindCoordinator(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.FindCoordinatorRequest)

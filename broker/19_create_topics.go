@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-var createTopicsAPI = &api{key: kmsg.CreateTopics, minVersion: 2, maxVersion: 7, handle: handleCreateTopics}
+var createTopicsAPI = &api{key: kmsg.CreateTopics, minVersion: 2, maxVersion: 7, keepsRequest: true, handle: handleCreateTopics}
 
 func handleCreateTopics(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.CreateTopicsRequest)

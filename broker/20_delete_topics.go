@@ -14,7 +14,7 @@ import (
 	"ringbroker/broker/meta"
 )
 
-var deleteTopicsAPI = &api{key: kmsg.DeleteTopics, minVersion: 1, maxVersion: 6, handle: handleDeleteTopics}
+var deleteTopicsAPI = &api{key: kmsg.DeleteTopics, minVersion: 1, maxVersion: 6, keepsRequest: true, handle: handleDeleteTopics}
 
 func handleDeleteTopics(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.DeleteTopicsRequest)

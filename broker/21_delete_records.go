@@ -20,7 +20,7 @@ import (
 	rlog "ringbroker/log"
 )
 
-var deleteRecordsAPI = &api{key: kmsg.DeleteRecords, minVersion: 0, maxVersion: 2, handle: handleDeleteRecords}
+var deleteRecordsAPI = &api{key: kmsg.DeleteRecords, minVersion: 0, maxVersion: 2, keepsRequest: true, handle: handleDeleteRecords}
 
 // deleteRecordsHighWatermark is the offset that asks to delete everything below the high
 // watermark (DeleteRecordsRequest.HIGH_WATERMARK).

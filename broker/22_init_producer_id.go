@@ -19,7 +19,7 @@ import (
 	"ringbroker/broker/meta"
 )
 
-var initProducerIDAPI = &api{key: kmsg.InitProducerID, minVersion: 0, maxVersion: 5, handle: handleInitProducerID}
+var initProducerIDAPI = &api{key: kmsg.InitProducerID, minVersion: 0, maxVersion: 5, keepsRequest: true, handle: handleInitProducerID}
 
 // producerIDBlockSize is how many producer ids one metadata record reserves, as KRaft's
 // ProducerIdsRecord blocks of 1000.

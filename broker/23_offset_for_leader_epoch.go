@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-var offsetForLeaderEpochAPI = &api{key: kmsg.OffsetForLeaderEpoch, minVersion: 2, maxVersion: 4, inline: true, handle: handleOffsetForLeaderEpoch}
+var offsetForLeaderEpochAPI = &api{key: kmsg.OffsetForLeaderEpoch, minVersion: 2, maxVersion: 4, handle: handleOffsetForLeaderEpoch}
 
 func handleOffsetForLeaderEpoch(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.OffsetForLeaderEpochRequest)

@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-var describeConfigsAPI = &api{key: kmsg.DescribeConfigs, minVersion: 1, maxVersion: 4, inline: true, handle: handleDescribeConfigs}
+var describeConfigsAPI = &api{key: kmsg.DescribeConfigs, minVersion: 1, maxVersion: 4, handle: handleDescribeConfigs}
 
 func handleDescribeConfigs(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.DescribeConfigsRequest)

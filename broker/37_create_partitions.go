@@ -15,7 +15,7 @@ import (
 	"ringbroker/broker/meta"
 )
 
-var createPartitionsAPI = &api{key: kmsg.CreatePartitions, minVersion: 0, maxVersion: 3, handle: handleCreatePartitions}
+var createPartitionsAPI = &api{key: kmsg.CreatePartitions, minVersion: 0, maxVersion: 3, keepsRequest: true, handle: handleCreatePartitions}
 
 func handleCreatePartitions(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.CreatePartitionsRequest)

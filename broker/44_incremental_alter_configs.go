@@ -17,7 +17,7 @@ import (
 	"ringbroker/broker/meta"
 )
 
-var incrementalAlterConfigsAPI = &api{key: kmsg.IncrementalAlterConfigs, minVersion: 0, maxVersion: 1, handle: handleIncrementalAlterConfigs}
+var incrementalAlterConfigsAPI = &api{key: kmsg.IncrementalAlterConfigs, minVersion: 0, maxVersion: 1, keepsRequest: true, handle: handleIncrementalAlterConfigs}
 
 // The IncrementalAlterConfigs operations.
 const (

@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-var describeTopicPartitionsAPI = &api{key: kmsg.DescribeTopicPartitions, minVersion: 0, maxVersion: 0, inline: true, handle: handleDescribeTopicPartitions}
+var describeTopicPartitionsAPI = &api{key: kmsg.DescribeTopicPartitions, minVersion: 0, maxVersion: 0, handle: handleDescribeTopicPartitions}
 
 // defaultPartitionLimit bounds the partitions of one response when the client asks for more.
 const defaultPartitionLimit = 2000

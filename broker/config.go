@@ -32,6 +32,19 @@ type Config struct {
 	SendZCThreshold     int      // io.send.zc.threshold.bytes (ringbroker's own)
 	PinCPUs             bool     // io.pin.cpus (ringbroker's own): pin each ring's thread to a CPU
 	ClusterID           string   // cluster.id (ringbroker's own; Kafka takes it from the storage format step)
+	// QueuedMaxRequestBytes (queued.max.request.bytes) bounds the memory of requests read and
+	// not yet answered, over all connections; connections that need more wait (muted) until
+	// memory returns. -1 is unbounded, as Kafka's default; ringbroker's default is 256 MiB.
+	QueuedMaxRequestBytes int64
+	// NumIOThreads (num.io.threads) is the number of handler workers, spread over the rings.
+	NumIOThreads int
+	// MaxInflightPerConn (max.inflight.requests.per.connection, ringbroker's own) is how many
+	// requests of one connection may be read and not yet answered before the broker stops
+	// reading from it.
+	MaxInflightPerConn int
+	// PprofListen (pprof.listen, ringbroker's own) serves Go's net/http/pprof profiles there;
+	// "" (the default) disables it.
+	PprofListen string
 
 	OffsetsPartitions          int32         // offsets.topic.num.partitions
 	GroupInitialRebalanceDelay time.Duration // group.initial.rebalance.delay.ms
@@ -106,6 +119,11 @@ func DefaultConfig() Config {
 		MessageMaxBytes:    1048588,
 		MetricsListen:      "127.0.0.1:9644",
 		IO:                 "auto",
+
+		QueuedMaxRequestBytes: 256 << 20,
+		NumIOThreads:          8,
+		MaxInflightPerConn:    5,
+
 		SegmentBytes:       1 << 30,
 		SegmentMs:          7 * 24 * time.Hour,
 		IndexIntervalBytes: 4096,
@@ -239,6 +257,23 @@ func (c *Config) Set(key, val string) error {
 		c.SendZCThreshold, err = strconv.Atoi(val)
 	case "cluster.id":
 		c.ClusterID = val
+	case "queued.max.request.bytes":
+		c.QueuedMaxRequestBytes, err = strconv.ParseInt(val, 10, 64)
+		if err == nil && (c.QueuedMaxRequestBytes == 0 || c.QueuedMaxRequestBytes < -1) {
+			err = fmt.Errorf("must be positive, or -1 for no bound")
+		}
+	case "num.io.threads":
+		c.NumIOThreads, err = strconv.Atoi(val)
+		if err == nil && (c.NumIOThreads < 1 || c.NumIOThreads > 1024) {
+			err = fmt.Errorf("must be in 1..1024")
+		}
+	case "max.inflight.requests.per.connection":
+		c.MaxInflightPerConn, err = strconv.Atoi(val)
+		if err == nil && (c.MaxInflightPerConn < 1 || c.MaxInflightPerConn > 1<<20) {
+			err = fmt.Errorf("must be in 1..%d", 1<<20)
+		}
+	case "pprof.listen":
+		c.PprofListen = val
 	case "log.segment.bytes":
 		c.SegmentBytes, err = strconv.ParseInt(val, 10, 64)
 	case "log.roll.ms":
@@ -335,7 +370,7 @@ func (c *Config) Set(key, val string) error {
 	case "offsets.topic.replication.factor", "transaction.state.log.replication.factor",
 		"transaction.state.log.min.isr",
 		"listener.security.protocol.map", "inter.broker.listener.name", "num.network.threads",
-		"num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
+		"socket.send.buffer.bytes", "socket.receive.buffer.bytes",
 		"num.recovery.threads.per.data.dir",
 		"share.coordinator.state.topic.replication.factor",
 		"share.coordinator.state.topic.min.isr":

@@ -218,7 +218,7 @@ func groupAPIs() []*api {
 	var out []*api
 	for _, a := range coord.APIs() {
 		out = append(out, &api{key: kmsg.Key(a.Key), minVersion: a.MinVersion, maxVersion: a.MaxVersion,
-			inline: true, copyRequest: true, handle: handleGroupRequest})
+			keepsRequest: true, handle: handleGroupRequest})
 	}
 	return out
 }

@@ -10,6 +10,11 @@ type ReadResult struct {
 	// empty when there is nothing to read. Only when minOneBatch is false and the first batch
 	// is larger than maxBytes does it hold that batch's first maxBytes bytes, as Kafka does.
 	Data []byte
+	// FD is the segment file's descriptor and Pos the position of Data in it, for senders
+	// that write the bytes from the page cache (sendfile) instead of through the mapping, so
+	// the process never maps them in. FD stays open until Release.
+	FD  int
+	Pos int64
 	// Release drops the segment reference that keeps Data mapped. Call it exactly once, after
 	// the last use of Data (for SEND_ZC, after the kernel's notification). Never nil.
 	Release func()
@@ -56,9 +61,9 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool
 				retry = true // dropped by a concurrent roll, retention or close; reload
 				break
 			}
-			data, stop := s.read(offset, maxBytes, maxOffset, minOneBatch)
+			data, pos, stop := s.read(offset, maxBytes, maxOffset, minOneBatch)
 			if stop && len(data) > 0 {
-				return ReadResult{Data: data, Release: s.release}, nil
+				return ReadResult{Data: data, FD: s.fd, Pos: pos, Release: s.release}, nil
 			}
 			s.decRef()
 			if stop {

@@ -36,6 +36,7 @@ type segment struct {
 	base   int64
 	path   string
 	f      *os.File
+	fd     int          // f's descriptor, for sendfile by readers
 	data   []byte       // shared read-only mapping; data[:size] holds whole batches
 	size   atomic.Int64 // bytes written and visible to readers; grows only under Log.mu
 	offIdx *index
@@ -67,7 +68,7 @@ type segment struct {
 }
 
 func newSegment(base int64, path string, f *os.File, logger *slog.Logger, now time.Time) *segment {
-	s := &segment{base: base, path: path, f: f, logger: logger, next: base, maxTs: -1, maxTsOffset: -1, firstTs: -1, created: now}
+	s := &segment{base: base, path: path, f: f, fd: int(f.Fd()), logger: logger, next: base, maxTs: -1, maxTsOffset: -1, firstTs: -1, created: now}
 	s.refs.Store(1)
 	s.release = s.decRef
 	return s
@@ -289,17 +290,17 @@ func (s *segment) deactivate() error {
 // read returns whole batches starting with the first one whose last offset is >= offset, up to
 // maxBytes and stopping before any batch whose base offset is >= maxOffset. stop reports that
 // the answer is final for this segment: a batch at or past offset exists here.
-func (s *segment) read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool) (data []byte, stop bool) {
+func (s *segment) read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool) (data []byte, pos int64, stop bool) {
 	end := s.size.Load()
-	pos := s.offIdx.lookupPosition(offset - s.base)
+	pos = s.offIdx.lookupPosition(offset - s.base)
 	for {
 		size, base, last, ok := s.batchAt(pos, end)
 		if !ok {
-			return nil, false
+			return nil, 0, false
 		}
 		if last >= offset {
 			if base >= maxOffset {
-				return nil, true
+				return nil, 0, true
 			}
 			break
 		}
@@ -324,7 +325,7 @@ func (s *segment) read(offset int64, maxBytes int, maxOffset int64, minOneBatch 
 			p = start + min(size, int64(maxBytes))
 		}
 	}
-	return s.data[start:p:p], true
+	return s.data[start:p:p], start, true
 }
 
 // batchAt reads the framing of the batch at pos, which must end by end.

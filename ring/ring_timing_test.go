@@ -15,18 +15,23 @@ type rawEcho struct{}
 
 func (rawEcho) OnOpen(Conn) {}
 
-func (rawEcho) OnData(c Conn, data []byte) error {
-	return c.Send([][]byte{bytes.Clone(data)}, nil)
+func (rawEcho) OnData(c Conn, data []byte) (Next, error) {
+	return Next{Consumed: len(data)}, c.Send(pieces(bytes.Clone(data)), nil)
 }
+
+func (rawEcho) OnFilled(Conn) (Next, error) { return Next{}, nil }
 
 func (rawEcho) OnClose(Conn, error) {}
 
 // openerHandler hands each new Conn to a channel and ignores its data.
 type openerHandler chan Conn
 
-func (h openerHandler) OnOpen(c Conn)           { h <- c }
-func (openerHandler) OnData(Conn, []byte) error { return nil }
-func (openerHandler) OnClose(Conn, error)       {}
+func (h openerHandler) OnOpen(c Conn) { h <- c }
+func (openerHandler) OnData(_ Conn, data []byte) (Next, error) {
+	return Next{Consumed: len(data)}, nil
+}
+func (openerHandler) OnFilled(Conn) (Next, error) { return Next{}, nil }
+func (openerHandler) OnClose(Conn, error)         {}
 
 // BenchmarkPingPong: one connection, one 64-byte message in flight; ns/op is the round trip.
 func BenchmarkPingPong(b *testing.B) {
@@ -123,7 +128,7 @@ func BenchmarkStream(b *testing.B) {
 				done <- err
 			}()
 			for range b.N {
-				if err := sc.Send([][]byte{payload}, nil); err != nil {
+				if err := sc.Send(pieces(payload), nil); err != nil {
 					b.Fatal(err)
 				}
 			}
