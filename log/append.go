@@ -78,9 +78,11 @@ func (l *Log) Append(records []byte) (AppendResult, error) {
 	}
 	l.producers.commit()
 	s.dirty.Store(true)
+	// The log end offset first, then the size: a reader that loads the size and then the log
+	// end offset knows every batch within that size lies below it (segment.read).
+	l.leo.Store(res.LastOffset + 1)
 	s.size.Store(pos)
 	l.size.Add(int64(len(records)))
-	l.leo.Store(res.LastOffset + 1)
 	if l.epochs.assignIfNewer(l.leaderEpoch, res.BaseOffset) {
 		l.epochsDirty = true
 		if err := l.writeEpochs(); err != nil {

@@ -188,6 +188,7 @@ func (c *Cleaner) buildOffsetMap(segs []*segment, r cleanRange) (int64, error) {
 				return 0, fmt.Errorf("segment %s batch at offset %d: %w", s.path, h.baseOffset, err)
 			}
 		}
+		s.dropPages() // the scan mapped every page in
 	}
 	return end, nil
 }
@@ -287,6 +288,7 @@ func (c *Cleaner) cleanGroup(l *Log, group []*segment, cfg *Config, f *filter) (
 			s.noteBatch(pos, oh.size(), oh.lastOffset(), oh.maxTimestamp, int64(cfg.IndexIntervalBytes), true)
 			pos += oh.size()
 		}
+		old.dropPages() // the scan mapped every page in
 	}
 	if !changed {
 		return nil, nil

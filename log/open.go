@@ -277,6 +277,8 @@ func indexFilesExist(dir string, base int64) bool {
 // verifyCRC), rebuilding producer state, leader epochs and, when rebuild, the indexes. It
 // returns the end of the valid prefix and, if it stopped early, why.
 func (l *Log) scanSegment(s *segment, verifyCRC, rebuild bool, expectNext int64) (int64, error) {
+	// A scan touches every page of the segment through the mapping: give them back after.
+	defer s.dropPages()
 	end := s.size.Load()
 	var pos int64
 	for pos < end {

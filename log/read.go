@@ -61,7 +61,7 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool
 				retry = true // dropped by a concurrent roll, retention or close; reload
 				break
 			}
-			data, pos, stop := s.read(offset, maxBytes, maxOffset, minOneBatch)
+			data, pos, stop := s.read(offset, maxBytes, maxOffset, minOneBatch, l.leo.Load)
 			if stop && len(data) > 0 {
 				return ReadResult{Data: data, FD: s.fd, Pos: pos, Release: s.release}, nil
 			}

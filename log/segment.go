@@ -51,6 +51,8 @@ type segment struct {
 	deleted atomic.Bool
 	// release drops one reference; cached so Read hands it out without allocating.
 	release func()
+	// touched counts reads, to drop the pages they mapped in now and then (dropTouched).
+	touched atomic.Int64
 	// dirty says bytes were written since the last fsync.
 	dirty atomic.Bool
 	// sealed says the segment stopped being active and its indexes are final. Only then are
@@ -289,10 +291,20 @@ func (s *segment) deactivate() error {
 
 // read returns whole batches starting with the first one whose last offset is >= offset, up to
 // maxBytes and stopping before any batch whose base offset is >= maxOffset. stop reports that
-// the answer is final for this segment: a batch at or past offset exists here.
-func (s *segment) read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool) (data []byte, pos int64, stop bool) {
+// the answer is final for this segment: a batch at or past offset exists here. leo loads the
+// log end offset; it is read after the segment's size, so every batch within that size lies
+// below it.
+//
+// Only the headers of the first batch and of the batches near the end of the answer are read
+// (the offset index, whose positions are batch starts, finds the last whole batch within
+// maxBytes), so serving a fetch maps in a page or two whatever its size; the bytes themselves go
+// out by sendfile. Pages mapped by header reads are dropped now and then (dropTouched).
+func (s *segment) read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool, leo func() int64) (data []byte, pos int64, stop bool) {
 	end := s.size.Load()
+	limitAll := maxOffset >= leo()
+	defer s.dropTouched()
 	pos = s.offIdx.lookupPosition(offset - s.base)
+	var first int64
 	for {
 		size, base, last, ok := s.batchAt(pos, end)
 		if !ok {
@@ -302,30 +314,83 @@ func (s *segment) read(offset int64, maxBytes int, maxOffset int64, minOneBatch 
 			if base >= maxOffset {
 				return nil, 0, true
 			}
+			first = size
 			break
 		}
 		pos += size
 	}
-	start, p := pos, pos
-	for {
-		size, base, _, ok := s.batchAt(p, end)
-		if !ok || base >= maxOffset || p+size-start > int64(maxBytes) {
-			break
-		}
-		p += size
+	start := pos
+	limit := end
+	if !limitAll {
+		limit = s.positionOf(maxOffset, start, end)
 	}
-	if p == start {
-		size, _, _, _ := s.batchAt(start, end)
+	p := limit
+	if want := start + int64(max(maxBytes, 0)); want < limit {
+		p = s.boundaryAtOrBefore(want, start, limit)
+	}
+	if p < start+first {
 		switch {
 		case minOneBatch:
-			p = start + size
+			p = start + first
 		case maxBytes > 0:
 			// Kafka returns the first maxBytes of an oversized batch, so consumers without
 			// KIP-74 report RecordTooLarge instead of polling forever.
-			p = start + min(size, int64(maxBytes))
+			p = start + min(first, int64(maxBytes))
+		default:
+			p = start
 		}
 	}
 	return s.data[start:p:p], start, true
+}
+
+// positionOf returns the position of the first batch at or after from whose base offset is at
+// least offset, or end when there is none before end.
+func (s *segment) positionOf(offset, from, end int64) int64 {
+	pos := max(s.offIdx.lookupPosition(offset-s.base), from)
+	for {
+		size, base, _, ok := s.batchAt(pos, end)
+		if !ok || base >= offset {
+			return min(pos, end)
+		}
+		pos += size
+	}
+}
+
+// boundaryAtOrBefore returns the last batch boundary in [from, limit] at or before want: the
+// offset index gives a batch start at most one index interval before it.
+func (s *segment) boundaryAtOrBefore(want, from, limit int64) int64 {
+	pos := max(s.offIdx.floorPosition(want), from)
+	for {
+		size, _, _, ok := s.batchAt(pos, limit)
+		if !ok || pos+size > want {
+			return pos
+		}
+		pos += size
+	}
+}
+
+// dropPagesAfter is how many reads a segment serves before dropTouched unmaps the pages they
+// mapped in. A read fault maps in up to 64 KiB around the page (the kernel's fault-around), so
+// this bounds the segment's resident pages to about dropPagesAfter * 2 * 64 KiB.
+const dropPagesAfter = 8
+
+// dropTouched counts one more read and, every dropPagesAfter reads, drops the pages the
+// process has mapped of the segment (MADV_DONTNEED; the page cache keeps them), so the
+// broker's resident memory does not grow with the log it serves. Concurrent readers simply
+// fault their pages in again.
+func (s *segment) dropTouched() {
+	if s.touched.Add(1)%dropPagesAfter != 0 {
+		return
+	}
+	s.dropPages()
+}
+
+// dropPages unmaps the process's pages of the segment's mapping.
+func (s *segment) dropPages() {
+	if n := s.size.Load(); n > 0 && s.data != nil {
+		page := int64(os.Getpagesize())
+		_ = unix.Madvise(s.data[:min((n+page-1)/page*page, int64(len(s.data)))], unix.MADV_DONTNEED)
+	}
 }
 
 // batchAt reads the framing of the batch at pos, which must end by end.

@@ -65,9 +65,11 @@ type Config struct {
 	Rings int
 	// PinCPUs pins ring i's locked OS thread to CPU i % NumCPU.
 	PinCPUs bool
-	// RecvBufferSize is the size in bytes of one provided recv buffer; 0 means 64 KiB.
+	// RecvBufferSize is the size in bytes of one provided recv buffer (netpoll: of each
+	// connection's read buffer); 0 means 32 KiB. Larger messages are received straight into the
+	// handler's buffers (Next.Fill), so these only hold small messages and message starts.
 	RecvBufferSize int
-	// RecvBuffers is the number of provided buffers per ring, a power of two; 0 means 512.
+	// RecvBuffers is the number of provided buffers per ring, a power of two; 0 means 256.
 	RecvBuffers int
 	// SendZCThreshold: a send of at least this many bytes uses SEND_ZC; 0 means 64 KiB;
 	// negative disables SEND_ZC.
@@ -82,8 +84,8 @@ type Config struct {
 
 // Defaults and bounds of Config.
 const (
-	defaultRecvBufferSize  = 64 << 10
-	defaultRecvBuffers     = 512
+	defaultRecvBufferSize  = 32 << 10
+	defaultRecvBuffers     = 256
 	defaultSendZCThreshold = 64 << 10
 	// maxRecvBuffers is the kernel's limit on entries of one provided-buffer ring.
 	maxRecvBuffers = 1 << 15

@@ -67,7 +67,7 @@ func TestConfigDefaults(t *testing.T) {
 		check   func(Config) bool
 	}{
 		{name: "zero", cfg: Config{}, check: func(c Config) bool {
-			return c.Backend == Auto && c.Rings > 0 && c.RecvBufferSize == 64<<10 && c.RecvBuffers == 512 &&
+			return c.Backend == Auto && c.Rings > 0 && c.RecvBufferSize == 32<<10 && c.RecvBuffers == 256 &&
 				c.SendZCThreshold == 64<<10 && c.Logger != nil
 		}},
 		{name: "zc off stays negative", cfg: Config{SendZCThreshold: -1}, check: func(c Config) bool { return c.SendZCThreshold == -1 }},
