@@ -41,8 +41,10 @@ type connState struct {
 
 	// nextSeq numbers requests as they arrive; it is touched only by the event loop.
 	nextSeq uint64
-	// inflight counts requests read and not yet answered. At maxInflight the connection stops
-	// reading until an answer brings it below (Kafka mutes a channel while its request runs).
+	// inflight counts requests read whose response is not yet written to the socket (or
+	// dropped, for requests without one). At maxInflight the connection stops reading until a
+	// response goes out (Kafka mutes a channel until its response is sent), so a client that
+	// pipelines without reading its responses holds at most maxInflight of them.
 	inflight    atomic.Int32
 	maxInflight int32
 
@@ -284,7 +286,22 @@ func (rc *reqCtx) finishWith(pieces []ring.Piece, done func(), close bool) {
 	}
 	cs.b.reqPool.Put(rc.frame)
 	rc.frame = nil
-	cs.deliver(rc.seq, outgoing{pieces: pieces, done: done, close: close})
+	if pieces == nil {
+		cs.deliver(rc.seq, outgoing{done: done, close: close})
+		cs.responseGone()
+		return
+	}
+	cs.deliver(rc.seq, outgoing{pieces: pieces, done: func() {
+		if done != nil {
+			done()
+		}
+		cs.responseGone()
+	}, close: close})
+}
+
+// responseGone counts one response written (or dropped) and lets the connection read again
+// if it waited for that.
+func (cs *connState) responseGone() {
 	if cs.inflight.Add(-1) == cs.maxInflight-1 {
 		cs.c.Resume()
 	}
@@ -326,7 +343,10 @@ func (cs *connState) deliver(seq uint64, o outgoing) {
 			}
 			cs.b.metrics.bytesOut(n)
 			if err := cs.c.Send(o.pieces, o.done); err != nil {
-				// The connection is closing; Send has released the pieces.
+				// The connection is closing; what is still pending is released by OnClose.
+				if o.done != nil {
+					o.done()
+				}
 				break
 			}
 		}

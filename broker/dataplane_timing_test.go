@@ -143,7 +143,7 @@ func createBenchTopic(b *testing.B, br *Broker, topic string, partitions int) {
 
 // rawProduceRequest encodes one framed Produce v9 request (acks=all) with one uncompressed,
 // non-idempotent batch per partition.
-func rawProduceRequest(b *testing.B, topic string, sh rawShape) []byte {
+func rawProduceRequest(b testing.TB, topic string, sh rawShape) []byte {
 	b.Helper()
 	value := make([]byte, sh.valueSize)
 	for i := range value {
