@@ -213,6 +213,7 @@ func (b *Broker) Start() error {
 			Rings:           b.cfg.Rings,
 			PinCPUs:         b.cfg.PinCPUs,
 			SendZCThreshold: b.cfg.SendZCThreshold,
+			Wait:            ring.WaitMode(b.cfg.UringWait),
 			Logger:          b.logger,
 		}, &connHandler{b: b})
 		if err != nil {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"ringbroker/ring"
 )
 
 // Config is the broker's configuration. Keys follow Apache Kafka's server.properties names where
@@ -31,7 +33,14 @@ type Config struct {
 	Rings               int      // io.rings (ringbroker's own): 0 = one per core
 	SendZCThreshold     int      // io.send.zc.threshold.bytes (ringbroker's own)
 	PinCPUs             bool     // io.pin.cpus (ringbroker's own): pin each ring's thread to a CPU
-	ClusterID           string   // cluster.id (ringbroker's own; Kafka takes it from the storage format step)
+	// FetchSendfile (io.fetch.sendfile, ringbroker's own) writes Fetch record data with
+	// sendfile from the page cache instead of sendmsg from the mapped segment; off by default,
+	// as sendmsg costs less CPU on loopback (ring's BenchmarkSendFileVsMmap).
+	FetchSendfile bool
+	// UringWait (io.uring.wait, ringbroker's own) is how io_uring loops block: handoff (the
+	// default) gives the loop's Go P to another thread first, syscall keeps it.
+	UringWait string
+	ClusterID string // cluster.id (ringbroker's own; Kafka takes it from the storage format step)
 	// QueuedMaxRequestBytes (queued.max.request.bytes) bounds the memory of requests read and
 	// not yet answered, over all connections; connections that need more wait (muted) until
 	// memory returns. -1 is unbounded, as Kafka's default; ringbroker's default is 256 MiB.
@@ -251,6 +260,11 @@ func (c *Config) Set(key, val string) error {
 		c.IO = val
 	case "io.rings":
 		c.Rings, err = strconv.Atoi(val)
+	case "io.fetch.sendfile":
+		c.FetchSendfile, err = strconv.ParseBool(val)
+	case "io.uring.wait":
+		_, err = ring.ParseWaitMode(val)
+		c.UringWait = val
 	case "io.pin.cpus":
 		c.PinCPUs, err = strconv.ParseBool(val)
 	case "io.send.zc.threshold.bytes":

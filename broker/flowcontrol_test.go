@@ -272,4 +272,3 @@ func rawFetchFrame(t *testing.T, topic string, max int32) []byte {
 	req.Topics = append(req.Topics, ft)
 	return kmsg.NewRequestFormatter(kmsg.FormatterClientID("captest")).AppendRequest(nil, req, 0)
 }
-

@@ -2,6 +2,10 @@ package log
 
 import (
 	"fmt"
+	"os"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // ReadResult holds the batches a Read found.
@@ -21,6 +25,22 @@ type ReadResult struct {
 }
 
 func noRelease() {}
+
+// DropMapped unmaps the process's pages of data, a slice of a ReadResult's Data, before the
+// result is released (MADV_DONTNEED; the page cache keeps them): a sender calls it once the
+// kernel has copied the bytes, so serving the log does not grow the broker's resident memory.
+// Pages at the edges that data shares with neighbours are dropped too; whoever reads them
+// next faults them in again.
+func DropMapped(data []byte) {
+	if len(data) == 0 {
+		return
+	}
+	page := os.Getpagesize()
+	lead := int(uintptr(unsafe.Pointer(unsafe.SliceData(data))) & uintptr(page-1))
+	n := (lead + len(data) + page - 1) &^ (page - 1)
+	first := unsafe.Add(unsafe.Pointer(unsafe.SliceData(data)), -lead)
+	_ = unix.Madvise(unsafe.Slice((*byte)(first), n), unix.MADV_DONTNEED)
+}
 
 // Read returns the batches starting with the one that contains offset, up to maxBytes (but
 // always at least one whole batch when minOneBatch, as KIP-74), never past maxOffset (the high

@@ -1,13 +1,18 @@
 // Package ring is the network event loop of the broker: one io_uring ring per
-// core (multishot accept, multishot recv into a provided-buffer ring,
-// sendmsg and SEND_ZC), and a netpoll (Go net) fallback behind the same
-// interface for machines where io_uring is absent or forbidden.
+// core (multishot accept, recvs into a provided-buffer ring or straight into
+// a handler's buffer, sendmsg, SEND_ZC, sendfile on POLLOUT), and a netpoll
+// (Go net) fallback behind the same interface for machines where io_uring is
+// absent or forbidden.
 //
 // Handler callbacks for one connection run on one goroutine, in order:
-// OnOpen, OnData..., OnClose. With the io_uring backend that goroutine is the
-// ring's own locked OS thread, so a handler that blocks stalls every
-// connection of that ring; hand slow work to another goroutine and answer
-// with Conn.Send.
+// OnOpen, OnData and OnFilled, OnClose. With the io_uring backend that
+// goroutine is the ring's own locked OS thread, so a handler that blocks
+// stalls every connection of that ring; hand slow work to another goroutine
+// and answer with Conn.Send. A handler steers reading with the Next it
+// returns: a buffer of its own for the next bytes (no copy through a receive
+// buffer), or a pause until Conn.Resume (a muted connection). Conn.Send
+// writes at once from the calling goroutine when nothing is queued, without
+// blocking, and leaves the rest to the event loop.
 package ring
 
 import (
@@ -78,6 +83,8 @@ type Config struct {
 	// kernel copies loopback data anyway, and zero-copy only adds its notification (slower in
 	// BenchmarkStream). Tests set it to exercise the SEND_ZC path over loopback.
 	SendZCLoopback bool
+	// Wait is how io_uring loops block for completions; "" means WaitHandoff.
+	Wait WaitMode
 	// Logger receives backend selection and error logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -125,6 +132,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.SendZCThreshold == 0 {
 		cfg.SendZCThreshold = defaultSendZCThreshold
+	}
+	if cfg.Wait, err = ParseWaitMode(string(cfg.Wait)); err != nil {
+		return cfg, err
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -102,6 +102,7 @@ func listenUring(cfg Config, h Handler) (*uringServer, error) {
 			zcWant:     cfg.SendZCThreshold,
 			zcLoopback: cfg.SendZCLoopback,
 			zcFlags:    zcFlags(zcReport),
+			wait:       cfg.Wait,
 			exitCh:     make(chan struct{}),
 		}
 		s.rings = append(s.rings, r)
@@ -229,6 +230,8 @@ type uring struct {
 	zcFlags    uint16 // SEND_ZC flags (sqe ioprio)
 
 	ring        *giouring.Ring
+	fd          int      // the ring's descriptor, for enterBlocking
+	wait        WaitMode // Config.Wait
 	setupDesc   string
 	zcThreshold int // 0: SEND_ZC off (disabled or unsupported)
 	efd         int // eventfd that wakes the loop; -1 once closed
@@ -310,6 +313,7 @@ func (r *uring) setup() error {
 		err := ring.QueueInit(sqEntries, a.flags)
 		if err == nil {
 			r.ring, r.setupDesc = ring, a.desc
+			r.fd = ringFd(ring)
 			break
 		}
 		errs = append(errs, fmt.Sprintf("%s: %v", a.desc, err))
@@ -445,9 +449,23 @@ func (r *uring) loop() {
 // Interruptions are not errors; any other failure is returned.
 func (r *uring) enter(wait bool) error {
 	var err error
-	if wait {
+	switch {
+	case wait && r.ring.CQReady() > 0:
+		// Completions are already there: reap them without sleeping.
+		_, err = r.ring.SubmitAndGetEvents()
+	case wait && r.wait == WaitHandoff:
+		if r.ring.SQReady() > 0 {
+			_, err = r.ring.Submit()
+			r.st.enters.Add(1)
+		}
+		if err == nil {
+			if errno := enterBlocking(uintptr(r.fd)); errno != 0 {
+				err = errno
+			}
+		}
+	case wait:
 		_, err = r.ring.SubmitAndWait(1)
-	} else {
+	default:
 		_, err = r.ring.SubmitAndGetEvents()
 	}
 	r.st.enters.Add(1)
