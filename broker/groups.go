@@ -212,12 +212,13 @@ func (b *Broker) loadOffsetsPartitions() error {
 	return nil
 }
 
-// groupAPIs wraps the coordinator's APIs as broker APIs: requests are decoded into memory of
-// their own (the coordinator keeps strings) and answered when the coordinator responds.
+// groupAPIs wraps the coordinator's APIs, as declared in coord/, as broker APIs: requests are
+// decoded into memory of their own (the coordinator keeps strings) and answered when the
+// coordinator responds.
 func groupAPIs() []*api {
 	var out []*api
 	for _, a := range coord.APIs() {
-		out = append(out, &api{key: kmsg.Key(a.Key), minVersion: a.MinVersion, maxVersion: a.MaxVersion,
+		out = append(out, &api{key: a.Key, minVersion: a.MinVersion, maxVersion: a.MaxVersion,
 			inline: true, copyRequest: true, handle: handleGroupRequest})
 	}
 	return out

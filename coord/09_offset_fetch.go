@@ -1,20 +1,21 @@
 package coord
 
-// OffsetFetch, versions 0-9.
+// OffsetFetch (key 9), versions 1-10.
 //
-// Returns committed offsets regardless of the group's state, since simple
-// groups commit without membership. Requested partitions without a commit
-// get offset -1; a null topic list (v2+) returns every committed offset.
-// With require_stable (v7+), partitions with a commit still being written get
-// UNSTABLE_OFFSET_COMMIT.
+// Behavior: returns committed offsets regardless of the group's state, since
+// simple groups commit without membership. Requested partitions without a
+// commit get offset -1; a null topic list (v2+) returns every committed
+// offset. With require_stable (v7+), partitions with a commit still being
+// written get UNSTABLE_OFFSET_COMMIT.
 //
-// Version notes: v0-v1 report group errors in every partition; v2-v7 in a
-// top-level error code; v8+ fetch many groups at once, each with its own
-// error (groups on different shards are fetched in parallel); v9's member id
-// and epoch only matter to KIP-848 groups (UNKNOWN_MEMBER_ID,
-// STALE_MEMBER_EPOCH or FENCED_MEMBER_EPOCH unless they name a current
-// member); v10 addresses topics by id (UNKNOWN_TOPIC_ID for unknown ids;
-// topics without an id any more are left out of an all-topics fetch).
+// Version notes: v0 is not served (Kafka 4.0 removed it, KIP-896); v1
+// reports group errors in every partition; v2-v7 in a top-level error code;
+// v8+ fetch many groups at once, each with its own error (groups on
+// different shards are fetched in parallel); v9's member id and epoch only
+// matter to KIP-848 groups (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH or
+// FENCED_MEMBER_EPOCH unless they name a current member); v10 addresses
+// topics by id (UNKNOWN_TOPIC_ID for unknown ids; topics without an id any
+// more are left out of an all-topics fetch).
 
 import (
 	"cmp"
@@ -25,7 +26,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func (g *GroupCoordinator) offsetFetch(req *kmsg.OffsetFetchRequest, respond func(kmsg.Response)) {
+var offsetFetchAPI = API{Key: kmsg.OffsetFetch, MinVersion: 1, MaxVersion: 10, handle: handleOffsetFetch}
+
+func handleOffsetFetch(g *GroupCoordinator, _ RequestInfo, r kmsg.Request, respond func(kmsg.Response)) {
+	req := r.(*kmsg.OffsetFetchRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 	if req.Version >= 8 {
 		names := make([]string, len(req.Groups))

@@ -1,16 +1,16 @@
 package coord
 
-// DescribeGroups, versions 0-6.
+// DescribeGroups (key 15), versions 0-6.
 //
-// Describes each requested group: state, protocol type and, when Stable, the
-// selected protocol with every member's metadata and assignment; in other
-// states members are listed without them. An unknown group is reported as
-// Dead with no members, and from v6 also with GROUP_ID_NOT_FOUND. Groups on
-// different shards are described in parallel.
+// Behavior: describes each requested group: state, protocol type and, when
+// Stable, the selected protocol with every member's metadata and assignment;
+// in other states members are listed without them. An unknown group is
+// reported as Dead with no members. Groups on different shards are described
+// in parallel.
 //
 // Version notes: v3 adds authorized operations (not computed: -2^31, "not
 // requested", is left in place); v4 adds member instance ids; v6 adds error
-// messages.
+// messages and reports an unknown group with GROUP_ID_NOT_FOUND.
 
 import (
 	"fmt"
@@ -19,7 +19,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func (g *GroupCoordinator) describeGroups(req *kmsg.DescribeGroupsRequest, respond func(kmsg.Response)) {
+var describeGroupsAPI = API{Key: kmsg.DescribeGroups, MinVersion: 0, MaxVersion: 6, handle: handleDescribeGroups}
+
+func handleDescribeGroups(g *GroupCoordinator, _ RequestInfo, r kmsg.Request, respond func(kmsg.Response)) {
+	req := r.(*kmsg.DescribeGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
 	resp.Groups = make([]kmsg.DescribeGroupsResponseGroup, len(req.Groups))
 	g.fanOut(req.Groups, func(s *shard, idx []int, parts []int32) {

@@ -1,9 +1,9 @@
 package coord
 
-// ConsumerGroupDescribe, versions 0-1 (KIP-848).
+// ConsumerGroupDescribe (key 69), versions 0-1 (KIP-848).
 //
-// Describes consumer groups: state, group and assignment epochs, the
-// assignor, and every member with its epoch, subscription, current and
+// Behavior: describes consumer groups: state, group and assignment epochs,
+// the assignor, and every member with its epoch, subscription, current and
 // target assignment. A classic or unknown group gets GROUP_ID_NOT_FOUND,
 // which makes Kafka's admin client fall back to DescribeGroups. Groups on
 // different shards are described in parallel.
@@ -17,11 +17,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+var consumerGroupDescribeAPI = API{Key: kmsg.ConsumerGroupDescribe, MinVersion: 0, MaxVersion: 1, handle: handleConsumerGroupDescribe}
+
 // memberTypeConsumer is ConsumerGroupDescribe's MemberType of a member
 // using the consumer protocol.
 const memberTypeConsumer = 1
 
-func (g *GroupCoordinator) consumerGroupDescribe(req *kmsg.ConsumerGroupDescribeRequest, respond func(kmsg.Response)) {
+func handleConsumerGroupDescribe(g *GroupCoordinator, _ RequestInfo, r kmsg.Request, respond func(kmsg.Response)) {
+	req := r.(*kmsg.ConsumerGroupDescribeRequest)
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
 	resp.Groups = make([]kmsg.ConsumerGroupDescribeResponseGroup, len(req.Groups))
 	g.fanOut(req.Groups, func(s *shard, idx []int, parts []int32) {
