@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -18,6 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sys/unix"
 
+	"ringbroker/internal/crc32c"
+	"ringbroker/internal/recordbatch"
 	"ringbroker/wire"
 )
 
@@ -285,7 +286,7 @@ func storageBatch(size int, ts int64) []byte {
 		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: 1, Records: recs}
 	rb.Length = int32(49 + len(recs))
 	b := rb.AppendTo(nil)
-	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli)))
+	binary.BigEndian.PutUint32(b[recordbatch.OffCRC:], crc32c.Checksum(b[recordbatch.OffAttributes:]))
 	return b
 }
 

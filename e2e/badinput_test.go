@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"net"
 	"slices"
@@ -19,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringbroker/bench/benchtest"
+	"ringbroker/internal/crc32c"
 )
 
 const (
@@ -190,7 +190,7 @@ func recordBatch(key, value []byte, corrupt bool) []byte {
 	raw := batch.AppendTo(nil)
 	// Length counts the bytes after itself; the CRC covers everything after itself.
 	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
-	crc := crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli))
+	crc := crc32c.Checksum(raw[21:])
 	if corrupt {
 		crc ^= 1
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringbroker/internal/codec"
+	"ringbroker/internal/crc32c"
+	"ringbroker/internal/recordbatch"
 )
 
 // kv is one record for keyedBatch: a null key when noKey, a null value (tombstone) when tomb.
@@ -75,9 +76,9 @@ func keyedBatch(tb testing.TB, o batchOpts, recs ...kv) []byte {
 		NumRecords:           int32(len(recs)),
 		Records:              payload,
 	}
-	rb.Length = int32(batchHeaderSize - logOverhead + len(payload))
+	rb.Length = int32(recordbatch.HeaderSize - recordbatch.LogOverhead + len(payload))
 	b := rb.AppendTo(nil)
-	binary.BigEndian.PutUint32(b[offCRC:], crc32.Checksum(b[offAttributes:], castagnoli))
+	binary.BigEndian.PutUint32(b[recordbatch.OffCRC:], crc32c.Checksum(b[recordbatch.OffAttributes:]))
 	return b
 }
 
@@ -307,11 +308,11 @@ func TestCleanerTombstones(t *testing.T) {
 				t.Fatalf("timestamps after rebasing: %d, %d; want 6000, 6001", got[1].timestamp, got[2].timestamp)
 			}
 			horizon := f.clock().Add(time.Hour).UnixMilli()
-			if h := hdrs[1]; h.Attributes&attrDeleteHorizon == 0 || h.FirstTimestamp != horizon || h.MaxTimestamp != 6001 {
+			if h := hdrs[1]; h.Attributes&recordbatch.AttrDeleteHorizon == 0 || h.FirstTimestamp != horizon || h.MaxTimestamp != 6001 {
 				t.Fatalf("tombstone batch attributes %#x first timestamp %d max %d; want delete horizon %d, max 6001",
 					h.Attributes, h.FirstTimestamp, h.MaxTimestamp, horizon)
 			}
-			if h := hdrs[0]; h.Attributes&attrDeleteHorizon != 0 {
+			if h := hdrs[0]; h.Attributes&recordbatch.AttrDeleteHorizon != 0 {
 				t.Fatalf("batch without tombstones got a delete horizon")
 			}
 

@@ -3,7 +3,6 @@ package log
 import (
 	"bytes"
 	"encoding/binary"
-	"hash/crc32"
 	"log/slog"
 	"os"
 	"strings"
@@ -11,6 +10,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/internal/crc32c"
+	"ringbroker/internal/recordbatch"
 )
 
 // batchSpec describes a record batch built by makeBatch.
@@ -54,9 +56,9 @@ func makeBatch(tb testing.TB, s batchSpec) []byte {
 		NumRecords:           int32(s.records),
 		Records:              recs,
 	}
-	rb.Length = int32(batchHeaderSize - logOverhead + len(recs))
+	rb.Length = int32(recordbatch.HeaderSize - recordbatch.LogOverhead + len(recs))
 	b := rb.AppendTo(nil)
-	binary.BigEndian.PutUint32(b[offCRC:], crc32.Checksum(b[offAttributes:], crc32.MakeTable(crc32.Castagnoli)))
+	binary.BigEndian.PutUint32(b[recordbatch.OffCRC:], crc32c.Checksum(b[recordbatch.OffAttributes:]))
 	return b
 }
 

@@ -2,6 +2,8 @@ package log
 
 import (
 	"fmt"
+
+	"ringbroker/internal/recordbatch"
 )
 
 // ReadResult holds the batches a Read found.
@@ -98,7 +100,7 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, ok bo
 				break
 			}
 			b := s.data[pos : pos+size]
-			if maxTs := int64(beUint64(b[offMaxTimestamp:])); last >= start && maxTs >= ts {
+			if maxTs := int64(beUint64(b[recordbatch.OffMaxTimestamp:])); last >= start && maxTs >= ts {
 				if off, rts, exact := firstRecordAtOrAfter(b, ts, start); exact {
 					return off, rts, true
 				}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"ringbroker/internal/recordbatch"
 )
 
 // File name suffixes of Kafka's layout.
@@ -329,15 +331,15 @@ func (s *segment) read(offset int64, maxBytes int, maxOffset int64, minOneBatch 
 
 // batchAt reads the framing of the batch at pos, which must end by end.
 func (s *segment) batchAt(pos, end int64) (size, base, last int64, ok bool) {
-	if pos+batchHeaderSize > end {
+	if pos+recordbatch.HeaderSize > end {
 		return 0, 0, 0, false
 	}
 	b := s.data[pos:end]
-	size = logOverhead + int64(int32(beUint32(b[offBatchLength:])))
-	if size < batchHeaderSize || pos+size > end {
+	size = recordbatch.LogOverhead + int64(int32(beUint32(b[recordbatch.OffBatchLength:])))
+	if size < recordbatch.HeaderSize || pos+size > end {
 		return 0, 0, 0, false
 	}
-	base = int64(beUint64(b[offBaseOffset:]))
-	last = base + int64(int32(beUint32(b[offLastOffsetDelta:])))
+	base = int64(beUint64(b[recordbatch.OffBaseOffset:]))
+	last = base + int64(int32(beUint32(b[recordbatch.OffLastOffsetDelta:])))
 	return size, base, last, true
 }

@@ -1,8 +1,6 @@
 package wire
 
-import (
-	"testing"
-)
+import "testing"
 
 // BenchmarkFrameReader feeds 64 KiB chunks holding 1 KiB frames that
 // straddle chunk boundaries.

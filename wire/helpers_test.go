@@ -7,6 +7,8 @@ import (
 	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/internal/recordbatch"
 )
 
 // allCodecs lists every codec Kafka defines.
@@ -99,8 +101,8 @@ func buildBatch(t testing.TB, c *Codecs, spec batchSpec, recs []kmsg.Record) []b
 // sealBatch encodes rb and sets its length and CRC.
 func sealBatch(rb kmsg.RecordBatch) []byte {
 	b := rb.AppendTo(nil)
-	binary.BigEndian.PutUint32(b[offLength:], uint32(len(b)-batchLogOverhead))
-	binary.BigEndian.PutUint32(b[offCRC:], CRC32C(b[offAttributes:]))
+	binary.BigEndian.PutUint32(b[recordbatch.OffBatchLength:], uint32(len(b)-recordbatch.LogOverhead))
+	binary.BigEndian.PutUint32(b[recordbatch.OffCRC:], CRC32C(b[recordbatch.OffAttributes:]))
 	return b
 }
 
