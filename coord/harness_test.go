@@ -299,21 +299,6 @@ func waitGroup(t testing.TB, wg *sync.WaitGroup, limit time.Duration) {
 	}
 }
 
-// waitFor polls cond every interval until it holds, failing the test with
-// what() if it does not within limit.
-func waitFor(t testing.TB, limit, interval time.Duration, cond func() bool, what func() string) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not reached within %v: %s", limit, what())
-		}
-		<-tick.C
-	}
-}
-
 // roundTrip sends one request and returns its response after settling.
 func (d *driver) roundTrip(info RequestInfo, req kmsg.Request) kmsg.Response {
 	d.t.Helper()

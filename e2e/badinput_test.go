@@ -19,6 +19,7 @@ import (
 
 	"ringbroker/bench/benchtest"
 	"ringbroker/internal/crc32c"
+	"ringbroker/internal/testutil"
 )
 
 const (
@@ -341,7 +342,7 @@ func (g *goodClient) progress(t *testing.T) {
 	g.mu.Lock()
 	from := g.rounds
 	g.mu.Unlock()
-	waitFor(t, 30*time.Second, func() error {
+	testutil.WaitFor(t, 30*time.Second, func() error {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		if g.err != nil {

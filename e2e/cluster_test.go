@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringbroker/bench/benchtest"
+	"ringbroker/internal/testutil"
 )
 
 // clusterTimeout bounds each wait of the cluster test (elections, fencing, catch-up).
@@ -120,7 +121,7 @@ func clusterMetadata(t *testing.T, b *Broker, topic string) (*kmsg.MetadataRespo
 func waitLeaders(t *testing.T, nodes []*Broker, topic string, n int, offline int32) []int32 {
 	t.Helper()
 	var leaders []int32
-	waitFor(t, clusterTimeout, func() error {
+	testutil.WaitFor(t, clusterTimeout, func() error {
 		leaders = nil
 		for i, b := range nodes {
 			if !b.Alive() {
@@ -161,7 +162,7 @@ func TestCluster(t *testing.T) {
 	}
 	nodes := startCluster(t, 3)
 	// Every node lists all three brokers.
-	waitFor(t, clusterTimeout, func() error {
+	testutil.WaitFor(t, clusterTimeout, func() error {
 		for i, b := range nodes {
 			md, err := clusterMetadata(t, b, "none")
 			if err != nil {
@@ -205,11 +206,11 @@ func TestCluster(t *testing.T) {
 	// SIGKILL the active controller: another is elected, topic creation goes on, and the
 	// dead broker is fenced (its partitions go offline with RF=1).
 	var lead int
-	waitFor(t, clusterTimeout, func() (err error) { lead, err = activeController(nodes); return err })
+	testutil.WaitFor(t, clusterTimeout, func() (err error) { lead, err = activeController(nodes); return err })
 	t.Logf("active controller: node %d; killing it", lead+1)
 	nodes[lead].Kill()
 	var next int
-	waitFor(t, clusterTimeout, func() (err error) { next, err = activeController(nodes); return err })
+	testutil.WaitFor(t, clusterTimeout, func() (err error) { next, err = activeController(nodes); return err })
 	t.Logf("new active controller: node %d", next+1)
 	survivor := nodes[(lead+1)%3]
 	for i := range 6 {

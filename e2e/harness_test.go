@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"ringbroker/bench/benchtest"
+	"ringbroker/internal/testutil"
 )
 
 const (
@@ -273,7 +274,7 @@ func (b *Broker) startProcess() {
 func (b *Broker) waitReady() {
 	b.t.Helper()
 	p := b.current()
-	waitFor(b.t, startTimeout, func() error {
+	testutil.WaitFor(b.t, startTimeout, func() error {
 		select {
 		case <-p.done:
 			b.t.Fatalf("%s exited during start: %v\n%s", b.kind, p.err, benchtest.TailFile(b.log, logTailBytes))
@@ -407,7 +408,7 @@ func (b *Broker) CreateTopic(t testing.TB, topic string, partitions int32, confi
 func (b *Broker) WaitTopic(t testing.TB, topic string, partitions int32) {
 	t.Helper()
 	adm := b.Admin(t)
-	waitFor(t, 30*time.Second, func() error {
+	testutil.WaitFor(t, 30*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		md, err := adm.Metadata(ctx, topic)
@@ -445,25 +446,6 @@ func (b *Broker) EndOffsets(t testing.TB, topic string) map[int32]int64 {
 	out := map[int32]int64{}
 	offs.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
 	return out
-}
-
-// waitFor polls cond every 50ms until it returns nil, failing the test with cond's last
-// error once timeout has passed.
-func waitFor(t testing.TB, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v: %v", timeout, err)
-		}
-		<-tick.C
-	}
 }
 
 // newClusterID makes a KRaft cluster id: 16 random bytes, URL-safe base64 without padding.

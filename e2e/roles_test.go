@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"ringbroker/bench/benchtest"
+	"ringbroker/internal/testutil"
 )
 
 // TestClusterRoles runs ringbroker processes in each process.roles: nodes 1 and 2 are broker
@@ -81,7 +82,7 @@ func TestClusterRoles(t *testing.T) {
 		b.waitReady()
 	}
 	// The controller-only node listens on its controller port only.
-	waitFor(t, clusterTimeout, func() error {
+	testutil.WaitFor(t, clusterTimeout, func() error {
 		if !nodes[2].Alive() {
 			return fmt.Errorf("controller-only node 3 exited:\n%s", benchtest.TailFile(nodes[2].log, logTailBytes))
 		}
@@ -97,7 +98,7 @@ func TestClusterRoles(t *testing.T) {
 	}
 
 	// Every broker lists the three brokers; the controller-only node is not one of them.
-	waitFor(t, clusterTimeout, func() error {
+	testutil.WaitFor(t, clusterTimeout, func() error {
 		for _, b := range brokers {
 			md, err := clusterMetadata(t, b, "none")
 			if err != nil {

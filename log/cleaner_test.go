@@ -18,6 +18,7 @@ import (
 	"ringbroker/internal/codec"
 	"ringbroker/internal/crc32c"
 	"ringbroker/internal/recordbatch"
+	"ringbroker/internal/testutil"
 )
 
 // kv is one record for keyedBatch: a null key when noKey, a null value (tombstone) when tomb.
@@ -410,10 +411,10 @@ func TestCleanerReadersKeepOldSegments(t *testing.T) {
 // removed asynchronously after the last release.
 func waitNoDeleted(tb testing.TB, dir string) {
 	tb.Helper()
-	waitFor(tb, 5*time.Second, "deleted segment files removed after release", func() bool {
+	testutil.WaitFor(tb, 5*time.Second, testutil.Holds("deleted segment files removed after release", func() bool {
 		ents, _ := filepath.Glob(filepath.Join(dir, "*"+deletedSuffix))
 		return len(ents) == 0
-	})
+	}))
 }
 
 // TestCleanerCompactionLag leaves segments newer than min.compaction.lag.ms alone.
@@ -442,17 +443,17 @@ func TestCleanerLoop(t *testing.T) {
 	}
 	f.roll(t)
 	f.c.Start()
-	waitFor(t, 10*time.Second, "the background cleaner to compact", func() bool {
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("the background cleaner to compact", func() bool {
 		got, _ := readRecords(t, f.l)
 		return len(got) == 5
-	})
+	}))
 	ck := filepath.Join(filepath.Dir(f.dir), CleanerOffsetCheckpointFile)
 	var offsets map[TopicPartition]int64
-	waitFor(t, 5*time.Second, "the cleaner checkpoint", func() bool {
+	testutil.WaitFor(t, 5*time.Second, testutil.Holds("the cleaner checkpoint", func() bool {
 		var err error
 		offsets, err = ReadOffsetCheckpoint(ck)
 		return err == nil && offsets[TopicPartition{"t", 0}] == 50
-	})
+	}))
 	c2 := NewCleaner(CleanerConfig{Now: f.clock, Logger: testLogger(t)})
 	c2.Add(f.l, DefaultCompactionConfig())
 	defer c2.Remove(f.l)

@@ -7,7 +7,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -141,18 +140,6 @@ func crash(l *Log) {
 		for _, s := range *segs {
 			s.decRef()
 		}
-	}
-}
-
-// waitFor polls cond every 5ms for at most d.
-func waitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"ringbroker/internal/recordbatch"
+	"ringbroker/internal/testutil"
 )
 
 // TestRoundTripAcrossRolls appends batches across many segment rolls in every combination of
@@ -296,9 +297,9 @@ func TestRollTriggers(t *testing.T) {
 		for range 40 {
 			mustAppend(t, l, makeBatch(t, plain(1, 1000, 0)))
 		}
-		waitFor(t, 5*time.Second, "recovery point at the active segment", func() bool {
+		testutil.WaitFor(t, 5*time.Second, testutil.Holds("recovery point at the active segment", func() bool {
 			return l.RecoveryPoint() == l.active.base
-		})
+		}))
 	})
 }
 
