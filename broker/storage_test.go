@@ -17,8 +17,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sys/unix"
 
-	"ringbroker/internal/crc32c"
-	"ringbroker/internal/recordbatch"
 	"ringbroker/internal/testutil"
 	"ringbroker/wire"
 )
@@ -264,15 +262,7 @@ func TestGroupCommitProduce(t *testing.T) {
 
 // storageBatch is an uncompressed record batch of one record with a value of size bytes.
 func storageBatch(size int, ts int64) []byte {
-	r := kmsg.Record{Value: bytes.Repeat([]byte{'x'}, size)}
-	r.Length = int32(len(r.AppendTo(nil)) - 1)
-	recs := r.AppendTo(nil)
-	rb := kmsg.RecordBatch{PartitionLeaderEpoch: -1, Magic: 2, FirstTimestamp: ts, MaxTimestamp: ts,
-		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: 1, Records: recs}
-	rb.Length = int32(49 + len(recs))
-	b := rb.AppendTo(nil)
-	binary.BigEndian.PutUint32(b[recordbatch.OffCRC:], crc32c.Checksum(b[recordbatch.OffAttributes:]))
-	return b
+	return testutil.SealBatch(testutil.NewBatch(ts, kmsg.Record{Value: bytes.Repeat([]byte{'x'}, size)}))
 }
 
 // rawProduce sends one batch to partition 0 of topic with acks=1 and returns the partition's

@@ -18,7 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringbroker/bench/benchtest"
-	"ringbroker/internal/crc32c"
+	"ringbroker/internal/recordbatch"
 	"ringbroker/internal/testutil"
 )
 
@@ -162,40 +162,10 @@ func TestBadInput(t *testing.T) {
 
 // recordBatch encodes a v2 record batch with one record; corrupt flips a bit of the CRC.
 func recordBatch(key, value []byte, corrupt bool) []byte {
-	rec := []byte{0}                  // attributes
-	rec = binary.AppendVarint(rec, 0) // timestamp delta
-	rec = binary.AppendVarint(rec, 0) // offset delta
-	rec = binary.AppendVarint(rec, int64(len(key)))
-	rec = append(rec, key...)
-	rec = binary.AppendVarint(rec, int64(len(value)))
-	rec = append(rec, value...)
-	rec = binary.AppendVarint(rec, 0) // headers
-	records := binary.AppendVarint(nil, int64(len(rec)))
-	records = append(records, rec...)
-
-	now := time.Now().UnixMilli()
-	batch := kmsg.RecordBatch{
-		FirstOffset:          0,
-		PartitionLeaderEpoch: -1,
-		Magic:                2,
-		Attributes:           0,
-		LastOffsetDelta:      0,
-		FirstTimestamp:       now,
-		MaxTimestamp:         now,
-		ProducerID:           -1,
-		ProducerEpoch:        -1,
-		FirstSequence:        -1,
-		NumRecords:           1,
-		Records:              records,
-	}
-	raw := batch.AppendTo(nil)
-	// Length counts the bytes after itself; the CRC covers everything after itself.
-	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
-	crc := crc32c.Checksum(raw[21:])
+	raw := testutil.SealBatch(testutil.NewBatch(time.Now().UnixMilli(), kmsg.Record{Key: key, Value: value}))
 	if corrupt {
-		crc ^= 1
+		raw[recordbatch.OffCRC+3] ^= 1
 	}
-	binary.BigEndian.PutUint32(raw[17:], crc)
 	return raw
 }
 

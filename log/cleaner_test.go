@@ -16,7 +16,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringbroker/internal/codec"
-	"ringbroker/internal/crc32c"
 	"ringbroker/internal/recordbatch"
 	"ringbroker/internal/testutil"
 )
@@ -44,43 +43,28 @@ func plainOpts(id codec.Codec, ts int64) batchOpts {
 	return batchOpts{codec: id, ts: ts, producerID: -1, epoch: -1, seq: -1}
 }
 
-// keyedBatch encodes a record batch v2 of recs with franz-go's kmsg, really compressed with
-// o.codec, with a valid CRC32C.
+// keyedBatch encodes a record batch v2 of recs, really compressed with o.codec, with a valid
+// CRC32C.
 func keyedBatch(tb testing.TB, o batchOpts, recs ...kv) []byte {
 	tb.Helper()
-	var raw []byte
+	krecs := make([]kmsg.Record, len(recs))
 	for i, r := range recs {
-		rec := kmsg.Record{TimestampDelta64: int64(i), OffsetDelta: int32(i)}
+		krecs[i].TimestampDelta64 = int64(i)
 		if !r.noKey {
-			rec.Key = []byte(r.key)
+			krecs[i].Key = []byte(r.key)
 		}
 		if !r.tomb {
-			rec.Value = []byte(r.value)
+			krecs[i].Value = []byte(r.value)
 		}
-		rec.Length = int32(len(rec.AppendTo(nil)) - 1) // the zero length encodes in one byte
-		raw = rec.AppendTo(raw)
 	}
-	payload, err := codec.New().Compress(o.codec, raw, nil)
+	rb := testutil.NewBatch(o.ts, krecs...)
+	payload, err := codec.New().Compress(o.codec, rb.Records, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	rb := kmsg.RecordBatch{
-		PartitionLeaderEpoch: -1,
-		Magic:                2,
-		Attributes:           int16(o.codec),
-		LastOffsetDelta:      int32(len(recs) - 1),
-		FirstTimestamp:       o.ts,
-		MaxTimestamp:         o.ts + int64(len(recs)-1),
-		ProducerID:           o.producerID,
-		ProducerEpoch:        o.epoch,
-		FirstSequence:        o.seq,
-		NumRecords:           int32(len(recs)),
-		Records:              payload,
-	}
-	rb.Length = int32(recordbatch.HeaderSize - recordbatch.LogOverhead + len(payload))
-	b := rb.AppendTo(nil)
-	binary.BigEndian.PutUint32(b[recordbatch.OffCRC:], crc32c.Checksum(b[recordbatch.OffAttributes:]))
-	return b
+	rb.Records, rb.Attributes = payload, int16(o.codec)
+	rb.ProducerID, rb.ProducerEpoch, rb.FirstSequence = o.producerID, o.epoch, o.seq
+	return testutil.SealBatch(rb)
 }
 
 // gotRecord is a record read back, decoded independently of the cleaner with kmsg.

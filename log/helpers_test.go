@@ -2,7 +2,6 @@ package log
 
 import (
 	"bytes"
-	"encoding/binary"
 	"log/slog"
 	"os"
 	"strings"
@@ -10,8 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"ringbroker/internal/crc32c"
-	"ringbroker/internal/recordbatch"
+	"ringbroker/internal/testutil"
 )
 
 // batchSpec describes a record batch built by makeBatch.
@@ -33,32 +31,17 @@ func idem(pid int64, epoch int16, seq int32, records int) batchSpec {
 	return batchSpec{records: records, valueSize: 8, ts: 1000, producerID: pid, epoch: epoch, seq: seq}
 }
 
-// makeBatch encodes a record batch v2 with franz-go's kmsg and computes its CRC32C.
+// makeBatch encodes a record batch v2 of s.records records with a valid CRC32C.
 func makeBatch(tb testing.TB, s batchSpec) []byte {
 	tb.Helper()
-	var recs []byte
-	for i := range s.records {
-		r := kmsg.Record{TimestampDelta64: int64(i), OffsetDelta: int32(i), Value: bytes.Repeat([]byte{byte('a' + i%26)}, s.valueSize)}
-		r.Length = int32(len(r.AppendTo(nil)) - 1) // the zero length encodes in one byte
-		recs = r.AppendTo(recs)
+	recs := make([]kmsg.Record, s.records)
+	for i := range recs {
+		recs[i] = kmsg.Record{TimestampDelta64: int64(i), Value: bytes.Repeat([]byte{byte('a' + i%26)}, s.valueSize)}
 	}
-	rb := kmsg.RecordBatch{
-		PartitionLeaderEpoch: -1,
-		Magic:                2,
-		Attributes:           s.codec,
-		LastOffsetDelta:      int32(s.records - 1),
-		FirstTimestamp:       s.ts,
-		MaxTimestamp:         s.ts + int64(s.records-1),
-		ProducerID:           s.producerID,
-		ProducerEpoch:        s.epoch,
-		FirstSequence:        s.seq,
-		NumRecords:           int32(s.records),
-		Records:              recs,
-	}
-	rb.Length = int32(recordbatch.HeaderSize - recordbatch.LogOverhead + len(recs))
-	b := rb.AppendTo(nil)
-	binary.BigEndian.PutUint32(b[recordbatch.OffCRC:], crc32c.Checksum(b[recordbatch.OffAttributes:]))
-	return b
+	rb := testutil.NewBatch(s.ts, recs...)
+	rb.Attributes = s.codec
+	rb.ProducerID, rb.ProducerEpoch, rb.FirstSequence = s.producerID, s.epoch, s.seq
+	return testutil.SealBatch(rb)
 }
 
 // testConfig is a small configuration that rolls and indexes often.

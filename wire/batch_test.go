@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringbroker/internal/recordbatch"
+	"ringbroker/internal/testutil"
 )
 
 // checkRecords decodes b and compares every record with want.
@@ -245,7 +246,7 @@ func TestValidateProduce(t *testing.T) {
 	c := NewCodecs()
 	good := buildBatch(t, c, plainSpec(CodecNone), testRecords(3, 10))
 	zstd := buildBatch(t, c, plainSpec(CodecZstd), testRecords(3, 10))
-	empty := sealBatch(kmsg.RecordBatch{Magic: 2, LastOffsetDelta: -1, ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1})
+	empty := testutil.SealBatch(kmsg.RecordBatch{Magic: 2, LastOffsetDelta: -1, ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1})
 	control := buildBatch(t, c, batchSpec{producerID: 1, attrs: recordbatch.AttrControl | recordbatch.AttrTransactional}, testRecords(1, 0))
 	noSeq := buildBatch(t, c, batchSpec{producerID: 1, baseSequence: -1}, testRecords(1, 0))
 	tests := []struct {
@@ -301,7 +302,7 @@ func TestDecodeRecordsErrors(t *testing.T) {
 	attrs := []byte{0}
 	okRec := rawRecord(-1, attrs, vi(0), vi(0), vi(1), []byte("k"), vi(-1), vi(0))
 	withBatch := func(n int32, payload []byte) Batch {
-		return Batch(sealBatch(kmsg.RecordBatch{Magic: 2, LastOffsetDelta: n - 1, NumRecords: n, Records: payload,
+		return Batch(testutil.SealBatch(kmsg.RecordBatch{Magic: 2, LastOffsetDelta: n - 1, NumRecords: n, Records: payload,
 			ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1}))
 	}
 	tests := []struct {
@@ -347,7 +348,7 @@ func TestDecodeRecordsCompressedErrors(t *testing.T) {
 	if !errors.Is(err, kerr.MessageTooLarge) || !errors.Is(err, ErrDecompressedTooLarge) {
 		t.Fatalf("over limit: %v", err)
 	}
-	garbled := Batch(sealBatch(kmsg.RecordBatch{Magic: 2, Attributes: int16(CodecGzip), NumRecords: 1,
+	garbled := Batch(testutil.SealBatch(kmsg.RecordBatch{Magic: 2, Attributes: int16(CodecGzip), NumRecords: 1,
 		Records: []byte("not gzip at all")}))
 	if err := c.DecodeRecords(garbled, 1<<20, func(*Record) error { return nil }); !errors.Is(err, kerr.CorruptMessage) {
 		t.Fatalf("garbled gzip: %v", err)
@@ -359,10 +360,10 @@ func TestDecodeRecordsCompressedErrors(t *testing.T) {
 func TestDecodeRecordsFranzGoCompressed(t *testing.T) {
 	c := NewCodecs()
 	recs := testRecords(40, 300)
-	payload := encodeRecords(recs)
+	payload := testutil.EncodeRecords(recs...)
 	for _, codec := range allCodecs[1:] {
 		comp, _ := kgoCompress(t, codec, payload)
-		raw := sealBatch(kmsg.RecordBatch{Magic: 2, Attributes: int16(codec), LastOffsetDelta: 39, NumRecords: 40,
+		raw := testutil.SealBatch(kmsg.RecordBatch{Magic: 2, Attributes: int16(codec), LastOffsetDelta: 39, NumRecords: 40,
 			ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, Records: comp})
 		if _, err := ValidateBatches(raw); err != nil {
 			t.Fatal(err)

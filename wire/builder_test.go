@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringbroker/internal/recordbatch"
+	"ringbroker/internal/testutil"
 )
 
 // toRecords converts kmsg records to this package's Record.
@@ -31,7 +32,7 @@ func TestAppendRecordMatchesKmsg(t *testing.T) {
 	for _, r := range toRecords(krecs) {
 		got = AppendRecord(got, &r)
 	}
-	if !bytes.Equal(got, encodeRecords(krecs)) {
+	if !bytes.Equal(got, testutil.EncodeRecords(krecs...)) {
 		t.Fatal("record encoding differs from kmsg")
 	}
 }
