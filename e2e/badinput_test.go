@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"ringbroker/bench/benchtest"
+	"ringbroker/internal/brokertest"
 	"ringbroker/internal/recordbatch"
 	"ringbroker/internal/testutil"
 )
@@ -154,7 +154,7 @@ func TestBadInput(t *testing.T) {
 		if !b.Alive() {
 			t.Fatalf("broker process died")
 		}
-		if err := benchtest.MetadataOK(b.Addr()); err != nil {
+		if err := brokertest.MetadataOK(b.Addr()); err != nil {
 			t.Fatalf("broker does not answer after the bad input: %v", err)
 		}
 	})

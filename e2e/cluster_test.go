@@ -15,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"ringbroker/bench/benchtest"
+	"ringbroker/internal/brokertest"
 	"ringbroker/internal/testutil"
 )
 
@@ -30,7 +30,7 @@ func startCluster(t *testing.T, n int, extra ...string) []*Broker {
 	ps := make([]ports, n)
 	var voters []string
 	for i := range ps {
-		ps[i] = ports{benchtest.FreePort(t), benchtest.FreePort(t), benchtest.FreePort(t)}
+		ps[i] = ports{brokertest.FreePort(t), brokertest.FreePort(t), brokertest.FreePort(t)}
 		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", i+1, ps[i].controller))
 	}
 	cid := newClusterID(t)
@@ -62,7 +62,7 @@ func startCluster(t *testing.T, n int, extra ...string) []*Broker {
 		b.t.Cleanup(func() {
 			b.Kill()
 			if b.t.Failed() {
-				b.t.Logf("node %d log %s (tail):\n%s", i+1, b.log, benchtest.TailFile(b.log, logTailBytes))
+				b.t.Logf("node %d log %s (tail):\n%s", i+1, b.log, brokertest.TailFile(b.log, logTailBytes))
 			}
 		})
 		b.startProcess()

@@ -20,7 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"ringbroker/bench/benchtest"
+	"ringbroker/internal/brokertest"
 	"ringbroker/internal/testutil"
 )
 
@@ -153,7 +153,7 @@ type process struct {
 func startRingbroker(t *testing.T, io string, overrides ...string) *Broker {
 	t.Helper()
 	dir := t.TempDir()
-	port, metricsPort := benchtest.FreePort(t), benchtest.FreePort(t)
+	port, metricsPort := brokertest.FreePort(t), brokertest.FreePort(t)
 	argv := []string{
 		ringbrokerBinary(),
 		"--io=" + io,
@@ -183,7 +183,7 @@ func startRingbroker(t *testing.T, io string, overrides ...string) *Broker {
 func startKafka(t *testing.T, overrides ...string) *Broker {
 	t.Helper()
 	dir := t.TempDir()
-	port, controllerPort := benchtest.FreePort(t), benchtest.FreePort(t)
+	port, controllerPort := brokertest.FreePort(t), brokertest.FreePort(t)
 	props := filepath.Join(dir, "server.properties")
 	lines := []string{
 		"process.roles=broker,controller",
@@ -235,7 +235,7 @@ func (b *Broker) launch() {
 	b.t.Cleanup(func() {
 		b.Kill()
 		if b.t.Failed() {
-			b.t.Logf("%s log %s (tail):\n%s", b.kind, b.log, benchtest.TailFile(b.log, logTailBytes))
+			b.t.Logf("%s log %s (tail):\n%s", b.kind, b.log, brokertest.TailFile(b.log, logTailBytes))
 		}
 	})
 	start := time.Now()
@@ -277,10 +277,10 @@ func (b *Broker) waitReady() {
 	testutil.WaitFor(b.t, startTimeout, func() error {
 		select {
 		case <-p.done:
-			b.t.Fatalf("%s exited during start: %v\n%s", b.kind, p.err, benchtest.TailFile(b.log, logTailBytes))
+			b.t.Fatalf("%s exited during start: %v\n%s", b.kind, p.err, brokertest.TailFile(b.log, logTailBytes))
 		default:
 		}
-		return benchtest.MetadataOK(b.addr)
+		return brokertest.MetadataOK(b.addr)
 	})
 }
 
