@@ -506,7 +506,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 		rec := Record{Key: key, Value: value}
 		d, err := decodeRecord(rec)
-		r := &replayed{groups: map[string]*kmsg.GroupMetadataValue{}, offsets: map[string]map[topicPartition]committedOffset{}}
+		r := newReplayed()
 		r.apply(rec)
 		if err != nil {
 			return

@@ -339,6 +339,11 @@ type replayed struct {
 	firstErr  error
 }
 
+func newReplayed() *replayed {
+	return &replayed{groups: make(map[string]*kmsg.GroupMetadataValue), consumers: make(map[string]*replayedConsumer),
+		offsets: make(map[string]map[topicPartition]committedOffset)}
+}
+
 // groupIDs returns, sorted, every group with metadata or offsets.
 func (r *replayed) groupIDs() []string {
 	ids := make([]string, 0, len(r.groups)+len(r.offsets))
@@ -362,8 +367,7 @@ func (r *replayed) groupIDs() []string {
 // replay reads partition p from store. Records that do not decode, and
 // record types this coordinator does not use, are skipped and counted.
 func replay(store OffsetStore, p int32) (*replayed, error) {
-	r := &replayed{groups: make(map[string]*kmsg.GroupMetadataValue), consumers: make(map[string]*replayedConsumer),
-		offsets: make(map[string]map[topicPartition]committedOffset)}
+	r := newReplayed()
 	err := store.Load(p, func(rec Record) error {
 		r.apply(rec)
 		return nil
