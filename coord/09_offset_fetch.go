@@ -33,34 +33,34 @@ func handleOffsetFetch(g *GroupCoordinator, _ RequestInfo, r kmsg.Request, respo
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 	if req.Version >= 8 {
 		names := make([]string, len(req.Groups))
-		resp.Groups = make([]kmsg.OffsetFetchResponseGroup, len(req.Groups))
 		for i, rg := range req.Groups {
 			names[i] = rg.Group
 		}
-		g.fanOut(names, func(s *shard, idx []int, parts []int32) {
-			for j, i := range idx {
-				rg := req.Groups[i]
-				sg := kmsg.NewOffsetFetchResponseGroup()
-				sg.Group = rg.Group
-				topics, unknownIDs := rg.Topics, [][16]byte(nil)
-				var view Topics
-				if req.Version >= 10 {
-					view = s.topics()
-					topics, unknownIDs = topicNamesForFetch(view, rg.Topics)
-				}
-				errc := s.checkFetchMember(parts[j], rg.Group, rg.MemberID, rg.MemberEpoch)
-				var got []kmsg.OffsetFetchResponseGroupTopic
-				if errc == nil {
-					errc, got = s.fetchOffsets(parts[j], rg.Group, topics, rg.Topics == nil, req.RequireStable)
-				}
-				if req.Version >= 10 && errc == nil {
-					got = topicIDsForFetch(view, got, unknownIDs, rg.Topics)
-				}
-				sg.ErrorCode = errCode(errc)
-				sg.Topics = got
-				resp.Groups[i] = sg
+		eachGroup(g, names, func(s *shard, p int32, i int) kmsg.OffsetFetchResponseGroup {
+			rg := req.Groups[i]
+			sg := kmsg.NewOffsetFetchResponseGroup()
+			sg.Group = rg.Group
+			topics, unknownIDs := rg.Topics, [][16]byte(nil)
+			var view Topics
+			if req.Version >= 10 {
+				view = s.topics()
+				topics, unknownIDs = topicNamesForFetch(view, rg.Topics)
 			}
-		}, func() { respond(resp) })
+			errc := s.checkFetchMember(p, rg.Group, rg.MemberID, rg.MemberEpoch)
+			var got []kmsg.OffsetFetchResponseGroupTopic
+			if errc == nil {
+				errc, got = s.fetchOffsets(p, rg.Group, topics, rg.Topics == nil, req.RequireStable)
+			}
+			if req.Version >= 10 && errc == nil {
+				got = topicIDsForFetch(view, got, unknownIDs, rg.Topics)
+			}
+			sg.ErrorCode = errCode(errc)
+			sg.Topics = got
+			return sg
+		}, func(groups []kmsg.OffsetFetchResponseGroup) {
+			resp.Groups = groups
+			respond(resp)
+		})
 		return
 	}
 	var topics []kmsg.OffsetFetchRequestGroupTopic
@@ -98,11 +98,10 @@ func handleOffsetFetch(g *GroupCoordinator, _ RequestInfo, r kmsg.Request, respo
 // fetchOffsets returns the group-level error or the offsets of the requested
 // topics (all committed offsets if all is set).
 func (s *shard) fetchOffsets(p int32, groupID string, topics []kmsg.OffsetFetchRequestGroupTopic, all, requireStable bool) (*kerr.Error, []kmsg.OffsetFetchResponseGroupTopic) {
-	part, errc := s.owned(p)
+	g, errc := s.ownedGroup(p, groupID)
 	if errc != nil {
 		return errc, nil
 	}
-	g := part.groups[groupID]
 	if g == nil || g.is(stateDead) {
 		if all {
 			return nil, nil

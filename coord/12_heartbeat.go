@@ -32,11 +32,10 @@ func (s *shard) heartbeatError(p int32, req *kmsg.HeartbeatRequest) *kerr.Error 
 	if req.Group == "" {
 		return kerr.InvalidGroupID
 	}
-	part, errc := s.owned(p)
+	g, errc := s.ownedGroup(p, req.Group)
 	if errc != nil {
 		return errc
 	}
-	g := part.groups[req.Group]
 	switch {
 	case g == nil:
 		return kerr.UnknownMemberID

@@ -24,23 +24,22 @@ var describeGroupsAPI = API{Key: kmsg.DescribeGroups, MinVersion: 0, MaxVersion:
 func handleDescribeGroups(g *GroupCoordinator, _ RequestInfo, r kmsg.Request, respond func(kmsg.Response)) {
 	req := r.(*kmsg.DescribeGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
-	resp.Groups = make([]kmsg.DescribeGroupsResponseGroup, len(req.Groups))
-	g.fanOut(req.Groups, func(s *shard, idx []int, parts []int32) {
-		for j, i := range idx {
-			resp.Groups[i] = s.describe(parts[j], req.Groups[i], req.Version)
-		}
-	}, func() { respond(resp) })
+	eachGroup(g, req.Groups, func(s *shard, p int32, i int) kmsg.DescribeGroupsResponseGroup {
+		return s.describe(p, req.Groups[i], req.Version)
+	}, func(groups []kmsg.DescribeGroupsResponseGroup) {
+		resp.Groups = groups
+		respond(resp)
+	})
 }
 
 func (s *shard) describe(p int32, id string, version int16) kmsg.DescribeGroupsResponseGroup {
 	out := kmsg.NewDescribeGroupsResponseGroup()
 	out.Group = id
-	part, errc := s.owned(p)
+	g, errc := s.ownedGroup(p, id)
 	if errc != nil {
 		out.ErrorCode = errc.Code
 		return out
 	}
-	g := part.groups[id]
 	if g == nil || g.is(stateDead) || g.cons != nil {
 		// A KIP-848 consumer group is not a classic group: Kafka reports it
 		// like an unknown one (clients describe it with ConsumerGroupDescribe).

@@ -26,23 +26,22 @@ const memberTypeConsumer = 1
 func handleConsumerGroupDescribe(g *GroupCoordinator, _ RequestInfo, r kmsg.Request, respond func(kmsg.Response)) {
 	req := r.(*kmsg.ConsumerGroupDescribeRequest)
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
-	resp.Groups = make([]kmsg.ConsumerGroupDescribeResponseGroup, len(req.Groups))
-	g.fanOut(req.Groups, func(s *shard, idx []int, parts []int32) {
-		for j, i := range idx {
-			resp.Groups[i] = s.describeConsumer(parts[j], req.Groups[i], req.Version)
-		}
-	}, func() { respond(resp) })
+	eachGroup(g, req.Groups, func(s *shard, p int32, i int) kmsg.ConsumerGroupDescribeResponseGroup {
+		return s.describeConsumer(p, req.Groups[i], req.Version)
+	}, func(groups []kmsg.ConsumerGroupDescribeResponseGroup) {
+		resp.Groups = groups
+		respond(resp)
+	})
 }
 
 func (s *shard) describeConsumer(p int32, id string, version int16) kmsg.ConsumerGroupDescribeResponseGroup {
 	out := kmsg.NewConsumerGroupDescribeResponseGroup()
 	out.Group = id
-	part, errc := s.owned(p)
+	g, errc := s.ownedGroup(p, id)
 	if errc != nil {
 		out.ErrorCode = errc.Code
 		return out
 	}
-	g := part.groups[id]
 	if g == nil || g.is(stateDead) || g.cons == nil {
 		out.ErrorCode = kerr.GroupIDNotFound.Code
 		msg := fmt.Sprintf("Group %s not found.", id)

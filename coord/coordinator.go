@@ -363,6 +363,19 @@ func (g *GroupCoordinator) fanOut(groups []string, part func(s *shard, idx []int
 	}
 }
 
+// eachGroup answers a request about many groups at once (DescribeGroups,
+// ConsumerGroupDescribe, OffsetFetch v8+): one runs on the shard that owns
+// group i, with the group's partition, and its result goes to index i; done
+// gets every result once the last shard is finished.
+func eachGroup[T any](g *GroupCoordinator, groups []string, one func(s *shard, p int32, i int) T, done func([]T)) {
+	out := make([]T, len(groups))
+	g.fanOut(groups, func(s *shard, idx []int, parts []int32) {
+		for j, i := range idx {
+			out[i] = one(s, parts[j], i)
+		}
+	}, func() { done(out) })
+}
+
 // Close stops the shards. Requests still waiting (a JoinGroup in a
 // rebalance, a commit waiting for its append) are answered with
 // NOT_COORDINATOR, so the client looks for the coordinator again. Close

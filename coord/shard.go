@@ -136,6 +136,16 @@ func (s *shard) owned(p int32) (*partition, *kerr.Error) {
 	return part, nil
 }
 
+// ownedGroup returns group id of partition p, nil when the partition holds
+// no such group, or the error owned reports for p.
+func (s *shard) ownedGroup(p int32, id string) (*group, *kerr.Error) {
+	part, errc := s.owned(p)
+	if errc != nil {
+		return nil, errc
+	}
+	return part.groups[id], nil
+}
+
 // appendRecords writes records to partition p's log and runs then on the
 // shard with the outcome. then also runs, with NOT_COORDINATOR, if the
 // partition is unloaded or the coordinator closes first. Records larger than
