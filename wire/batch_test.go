@@ -374,7 +374,7 @@ func TestDecodeRecordsFranzGoCompressed(t *testing.T) {
 
 func kgoCompress(t *testing.T, codec Codec, src []byte) ([]byte, Codec) {
 	t.Helper()
-	comp, err := kgoDefaultCompressor(codec)
+	comp, err := testutil.KgoCompressor(int8(codec))
 	if err != nil {
 		t.Fatal(err)
 	}
