@@ -17,7 +17,9 @@ import (
 // ServedAPI is one API as a package registers it: its key and the version range it serves
 // (and advertises).
 type ServedAPI struct {
-	Key                    int16
+	// Key is the Kafka API key.
+	Key int16
+	// MinVersion and MaxVersion bound the versions served.
 	MinVersion, MaxVersion int16
 	// AdvertisedFromZero says ApiVersions lists the API from version 0 although versions
 	// below MinVersion are refused.
