@@ -2,10 +2,12 @@ package broker
 
 // DescribeConfigs (key 32), versions 1-4.
 //
-// Topic resources list every topic config Kafka describes, with the topic's override
-// (DYNAMIC_TOPIC_CONFIG) or the broker default (DEFAULT_CONFIG), synonyms when asked, and config
-// types from v3. Broker resources (by node id) list the static broker configs this node runs
-// with; dynamic broker configs and broker loggers are not supported and say so.
+// Behavior: topic resources list every topic config Kafka describes, with the topic's override
+// (DYNAMIC_TOPIC_CONFIG) or the broker default (DEFAULT_CONFIG), and synonyms when asked. Broker
+// resources (by node id) list the static broker configs this node runs with; dynamic broker
+// configs and broker loggers are not supported and say so.
+//
+// Version notes: v3 adds config types (documentation is not sent); v4 is flexible.
 
 import (
 	"strconv"

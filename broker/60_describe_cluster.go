@@ -2,9 +2,11 @@ package broker
 
 // DescribeCluster (key 60), versions 0-2.
 //
-// The registered brokers, the cluster id and the controller (this node on a single node). Only
-// the broker endpoint type (1) is served; v2's fenced flag is always false until brokers
-// heartbeat to a quorum.
+// Behavior: the registered brokers, the cluster id and the controller (this node on a single
+// node).
+//
+// Version notes: v1 adds the endpoint type, of which only brokers (1) are served; v2's fenced flag
+// is always false until brokers heartbeat to a quorum.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"

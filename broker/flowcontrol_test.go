@@ -15,6 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/internal/testutil"
 )
 
 // dialT opens a plain TCP connection to the broker, closed at cleanup.
@@ -60,7 +62,7 @@ func TestRequestMemoryBound(t *testing.T) {
 			}
 			stalled = append(stalled, c)
 		}
-		waitUntil(t, 10*time.Second, func() error {
+		testutil.WaitFor(t, 10*time.Second, func() error {
 			if st := b.reqPool.Stats(); st.InUse == 0 || st.Waiting == 0 {
 				return fmt.Errorf("want one stalled frame holding memory and the others waiting: %+v", st)
 			}
@@ -77,7 +79,7 @@ func TestRequestMemoryBound(t *testing.T) {
 		for _, c := range stalled {
 			c.Close()
 		}
-		waitUntil(t, 10*time.Second, func() error {
+		testutil.WaitFor(t, 10*time.Second, func() error {
 			if st := b.reqPool.Stats(); st.InUse != 0 {
 				return fmt.Errorf("request memory still in use after the stalled peers left: %+v", st)
 			}
@@ -211,7 +213,7 @@ func TestInflightCap(t *testing.T) {
 		}()
 		// Responses fill the socket buffers (a few MiB), then the broker stops reading.
 		var last uint64
-		waitUntil(t, 20*time.Second, func() error {
+		testutil.WaitFor(t, 20*time.Second, func() error {
 			n := fetches()
 			stable := n == last && n > before
 			last = n

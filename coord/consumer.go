@@ -49,7 +49,8 @@ type Topics interface {
 	// ByID returns the topic with id.
 	ByID(id [16]byte) (TopicInfo, bool)
 	// Names lists the topics a regular expression may subscribe to: every
-	// topic but the internal ones.
+	// topic, internal ones such as __consumer_offsets included, since Kafka
+	// resolves regular expressions against the whole metadata image.
 	Names() []string
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringbroker/internal/testutil"
 	"ringbroker/wire"
 )
 
@@ -96,7 +97,7 @@ func produceAndKill(t *testing.T, b *Broker, topic string, round, target int, ex
 			})
 		}
 	}()
-	waitFor(t, time.Minute, func() error {
+	testutil.WaitFor(t, time.Minute, func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		if count < target {

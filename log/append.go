@@ -4,8 +4,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"math"
+
+	"ringbroker/internal/crc32c"
+	"ringbroker/internal/recordbatch"
 )
 
 // AppendResult describes a successful Append.
@@ -148,13 +150,13 @@ func (l *Log) stamp(records []byte, appendTime int64) {
 	for i := range l.hdrs {
 		h := &l.hdrs[i]
 		b := records[pos : pos+h.size()]
-		be.PutUint64(b[offBaseOffset:], uint64(h.baseOffset))
-		be.PutUint32(b[offLeaderEpoch:], uint32(l.leaderEpoch))
+		be.PutUint64(b[recordbatch.OffBaseOffset:], uint64(h.baseOffset))
+		be.PutUint32(b[recordbatch.OffLeaderEpoch:], uint32(l.leaderEpoch))
 		if appendTime >= 0 {
-			h.attributes |= attrLogAppendTime
-			be.PutUint16(b[offAttributes:], uint16(h.attributes))
-			be.PutUint64(b[offMaxTimestamp:], uint64(appendTime))
-			be.PutUint32(b[offCRC:], crc32.Checksum(b[offAttributes:], castagnoli))
+			h.attributes |= recordbatch.AttrLogAppendTime
+			be.PutUint16(b[recordbatch.OffAttributes:], uint16(h.attributes))
+			be.PutUint64(b[recordbatch.OffMaxTimestamp:], uint64(appendTime))
+			be.PutUint32(b[recordbatch.OffCRC:], crc32c.Checksum(b[recordbatch.OffAttributes:]))
 		}
 		pos += h.size()
 	}

@@ -24,12 +24,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"math"
 	"os"
 	"time"
 
 	"ringbroker/internal/codec"
+	"ringbroker/internal/crc32c"
+	"ringbroker/internal/recordbatch"
 )
 
 const (
@@ -173,7 +174,7 @@ func (c *Cleaner) buildOffsetMap(segs []*segment, r cleanRange) (int64, error) {
 			}
 			b := s.data[pos : pos+h.size()]
 			pos += h.size()
-			if h.lastOffset() < r.firstDirty || h.isControl() || h.attributes&attrTransactional != 0 {
+			if h.lastOffset() < r.firstDirty || h.isControl() || h.attributes&recordbatch.AttrTransactional != 0 {
 				continue
 			}
 			if len(c.offsets) >= c.maxEntries {
@@ -195,8 +196,8 @@ func (c *Cleaner) buildOffsetMap(segs []*segment, r cleanRange) (int64, error) {
 
 // eachRecord calls fn for every record of batch b, decompressing into c.payload when needed.
 func (c *Cleaner) eachRecord(b []byte, h *batchHeader, fn func(*rawRecord)) error {
-	payload := b[batchHeaderSize:]
-	if id := codec.Codec(h.attributes & attrCompression); id != codec.None {
+	payload := b[recordbatch.HeaderSize:]
+	if id := codec.Codec(h.attributes & recordbatch.AttrCompression); id != codec.None {
 		var err error
 		c.payload, err = c.codecs.Decompress(id, payload, c.payload[:0], maxCleanerDecompressedBytes)
 		if err != nil {
@@ -314,11 +315,11 @@ func (c *Cleaner) cleanGroup(l *Log, group []*segment, cfg *Config, f *filter) (
 // with same = true when the batch is kept byte for byte, nil when it goes entirely, or a
 // rewritten batch (valid until the next call).
 func (c *Cleaner) filterBatch(b []byte, h *batchHeader, f *filter) (out []byte, same bool, err error) {
-	hasHorizon := h.attributes&attrDeleteHorizon != 0
+	hasHorizon := h.attributes&recordbatch.AttrDeleteHorizon != 0
 	if hasHorizon {
 		f.minHorizon = min(f.minHorizon, h.baseTimestamp)
 	}
-	if h.isControl() || h.attributes&attrTransactional != 0 || h.numRecords == 0 {
+	if h.isControl() || h.attributes&recordbatch.AttrTransactional != 0 || h.numRecords == 0 {
 		return b, true, nil
 	}
 	c.kept = c.kept[:0]
@@ -372,22 +373,22 @@ func (c *Cleaner) filterBatch(b []byte, h *batchHeader, f *filter) (out []byte, 
 		}
 	}
 	be := binary.BigEndian
-	c.out = append(c.out[:0], b[:batchHeaderSize]...)
+	c.out = append(c.out[:0], b[:recordbatch.HeaderSize]...)
 	attrs := h.attributes
 	if setHorizon {
-		attrs |= attrDeleteHorizon
-		be.PutUint16(c.out[offAttributes:], uint16(attrs))
-		be.PutUint64(c.out[offBaseTimestamp:], uint64(horizon))
+		attrs |= recordbatch.AttrDeleteHorizon
+		be.PutUint16(c.out[recordbatch.OffAttributes:], uint16(attrs))
+		be.PutUint64(c.out[recordbatch.OffBaseTimestamp:], uint64(horizon))
 	}
-	if attrs&attrLogAppendTime == 0 {
-		be.PutUint64(c.out[offMaxTimestamp:], uint64(maxTs))
+	if attrs&recordbatch.AttrLogAppendTime == 0 {
+		be.PutUint64(c.out[recordbatch.OffMaxTimestamp:], uint64(maxTs))
 	}
-	be.PutUint32(c.out[offNumRecords:], uint32(len(c.kept)))
-	if c.out, err = c.codecs.Compress(codec.Codec(attrs&attrCompression), c.raw, c.out); err != nil {
+	be.PutUint32(c.out[recordbatch.OffNumRecords:], uint32(len(c.kept)))
+	if c.out, err = c.codecs.Compress(codec.Codec(attrs&recordbatch.AttrCompression), c.raw, c.out); err != nil {
 		return nil, false, fmt.Errorf("recompress: %w", err)
 	}
-	be.PutUint32(c.out[offBatchLength:], uint32(len(c.out)-logOverhead))
-	be.PutUint32(c.out[offCRC:], crc32.Checksum(c.out[offAttributes:], castagnoli))
+	be.PutUint32(c.out[recordbatch.OffBatchLength:], uint32(len(c.out)-recordbatch.LogOverhead))
+	be.PutUint32(c.out[recordbatch.OffCRC:], crc32c.Checksum(c.out[recordbatch.OffAttributes:]))
 	return c.out, false, nil
 }
 
@@ -396,12 +397,12 @@ func (c *Cleaner) filterBatch(b []byte, h *batchHeader, f *filter) (out []byte, 
 // the original maxTimestamp.
 func (c *Cleaner) emptyBatch(b []byte, h *batchHeader) []byte {
 	be := binary.BigEndian
-	c.out = append(c.out[:0], b[:batchHeaderSize]...)
-	attrs := h.attributes &^ (attrCompression | attrDeleteHorizon)
-	be.PutUint32(c.out[offBatchLength:], uint32(batchHeaderSize-logOverhead))
-	be.PutUint16(c.out[offAttributes:], uint16(attrs))
-	be.PutUint64(c.out[offBaseTimestamp:], uint64(h.maxTimestamp))
-	be.PutUint32(c.out[offNumRecords:], 0)
-	be.PutUint32(c.out[offCRC:], crc32.Checksum(c.out[offAttributes:], castagnoli))
+	c.out = append(c.out[:0], b[:recordbatch.HeaderSize]...)
+	attrs := h.attributes &^ (recordbatch.AttrCompression | recordbatch.AttrDeleteHorizon)
+	be.PutUint32(c.out[recordbatch.OffBatchLength:], uint32(recordbatch.HeaderSize-recordbatch.LogOverhead))
+	be.PutUint16(c.out[recordbatch.OffAttributes:], uint16(attrs))
+	be.PutUint64(c.out[recordbatch.OffBaseTimestamp:], uint64(h.maxTimestamp))
+	be.PutUint32(c.out[recordbatch.OffNumRecords:], 0)
+	be.PutUint32(c.out[recordbatch.OffCRC:], crc32c.Checksum(c.out[recordbatch.OffAttributes:]))
 	return c.out
 }

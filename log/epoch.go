@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"ringbroker/internal/fsutil"
 )
 
 // leaderEpochFile is Kafka's leader-epoch checkpoint in the partition directory.
@@ -193,7 +195,7 @@ func (l *Log) writeEpochs() error {
 	if !l.epochsDirty {
 		return nil
 	}
-	if err := writeFileAtomic(filepath.Join(l.dir, leaderEpochFile), l.epochs.marshal()); err != nil {
+	if err := fsutil.WriteFileAtomic(filepath.Join(l.dir, leaderEpochFile), l.epochs.marshal()); err != nil {
 		return fmt.Errorf("write leader-epoch checkpoint: %w", err)
 	}
 	l.epochsDirty = false

@@ -2,6 +2,8 @@ package log
 
 import (
 	"fmt"
+
+	"ringbroker/internal/fsutil"
 )
 
 // Flush fsyncs every segment written since the last flush and advances the recovery point to
@@ -57,7 +59,7 @@ func (l *Log) flushUpTo(upto int64) error {
 		}
 	}
 	if l.dirDirty.Swap(false) {
-		if err := syncDir(l.dir); err != nil {
+		if err := fsutil.SyncDir(l.dir); err != nil {
 			l.dirDirty.Store(true)
 			return fmt.Errorf("flush %s: %w", l.dir, err)
 		}

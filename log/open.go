@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"ringbroker/internal/fsutil"
 )
 
 // Open opens or creates the partition directory dir (<log.dirs>/<topic>-<partition>). Without
@@ -98,7 +100,7 @@ func (l *Log) loadTopicID() error {
 		if l.opts.TopicID == ([16]byte{}) {
 			return nil
 		}
-		if err := writeFileAtomic(path, marshalPartitionMetadata(l.opts.TopicID)); err != nil {
+		if err := fsutil.WriteFileAtomic(path, marshalPartitionMetadata(l.opts.TopicID)); err != nil {
 			return fmt.Errorf("write partition metadata: %w", err)
 		}
 		return nil
@@ -128,7 +130,7 @@ func (l *Log) listSegments() ([]int64, error) {
 	var orphans []string
 	for _, e := range ents {
 		name := e.Name()
-		if ext := filepath.Ext(name); ext == tmpSuffix || ext == deletedSuffix {
+		if ext := filepath.Ext(name); ext == fsutil.TmpSuffix || ext == deletedSuffix {
 			orphans = append(orphans, name)
 			continue
 		}
@@ -323,7 +325,7 @@ func (l *Log) truncateTail(s *segment, end int64, later []int64) error {
 	if err := s.f.Sync(); err != nil {
 		return fmt.Errorf("fsync truncated segment %s: %w", s.path, err)
 	}
-	return syncDir(l.dir)
+	return fsutil.SyncDir(l.dir)
 }
 
 // rebuildIndexes recreates both indexes of s from its batches, which were already checked.

@@ -6,6 +6,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"ringbroker/internal/recordbatch"
 )
 
 // ReadResult holds the batches a Read found.
@@ -29,11 +31,12 @@ func noRelease() {}
 // DropMapped unmaps the process's pages of data, a slice of a ReadResult's Data, before the
 // result is released (MADV_DONTNEED; the page cache keeps them): a sender calls it once the
 // kernel has copied the bytes, so serving the log does not grow the broker's resident memory.
+// Small reads are left to the segment, which drops its pages once enough are mapped.
 // Pages at the edges that data shares with neighbours are dropped too; whoever reads them
 // next faults them in again.
 func DropMapped(data []byte) {
-	if len(data) == 0 {
-		return
+	if len(data) < dropMappedMinBytes {
+		return // counted by the segment, which drops its pages in bulk
 	}
 	page := os.Getpagesize()
 	lead := int(uintptr(unsafe.Pointer(unsafe.SliceData(data))) & uintptr(page-1))
@@ -123,7 +126,7 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, ok bo
 				break
 			}
 			b := s.data[pos : pos+size]
-			if maxTs := int64(beUint64(b[offMaxTimestamp:])); last >= start && maxTs >= ts {
+			if maxTs := int64(beUint64(b[recordbatch.OffMaxTimestamp:])); last >= start && maxTs >= ts {
 				if off, rts, exact := firstRecordAtOrAfter(b, ts, start); exact {
 					return off, rts, true
 				}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"ringbroker/internal/recordbatch"
 )
 
 // File name suffixes of Kafka's layout.
@@ -51,8 +53,9 @@ type segment struct {
 	deleted atomic.Bool
 	// release drops one reference; cached so Read hands it out without allocating.
 	release func()
-	// touched counts reads, to drop the pages they mapped in now and then (dropTouched).
-	touched atomic.Int64
+	// mapped estimates the bytes of this segment that reads have mapped into the process since
+	// its pages were last dropped (noteMapped).
+	mapped atomic.Int64
 	// dirty says bytes were written since the last fsync.
 	dirty atomic.Bool
 	// sealed says the segment stopped being active and its indexes are final. Only then are
@@ -298,11 +301,10 @@ func (s *segment) deactivate() error {
 // Only the headers of the first batch and of the batches near the end of the answer are read
 // (the offset index, whose positions are batch starts, finds the last whole batch within
 // maxBytes), so serving a fetch maps in a page or two whatever its size; the bytes themselves go
-// out by sendfile. Pages mapped by header reads are dropped now and then (dropTouched).
+// out by sendfile. Pages mapped by header reads are dropped now and then (noteMapped).
 func (s *segment) read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool, leo func() int64) (data []byte, pos int64, stop bool) {
 	end := s.size.Load()
 	limitAll := maxOffset >= leo()
-	defer s.dropTouched()
 	pos = s.offIdx.lookupPosition(offset - s.base)
 	var first int64
 	for {
@@ -340,6 +342,7 @@ func (s *segment) read(offset int64, maxBytes int, maxOffset int64, minOneBatch 
 			p = start
 		}
 	}
+	s.noteMapped(p - start)
 	return s.data[start:p:p], start, true
 }
 
@@ -369,19 +372,33 @@ func (s *segment) boundaryAtOrBefore(want, from, limit int64) int64 {
 	}
 }
 
-// dropPagesAfter is how many reads a segment serves before dropTouched unmaps the pages they
-// mapped in. A read fault maps in up to 64 KiB around the page (the kernel's fault-around), so
-// this bounds the segment's resident pages to about dropPagesAfter * 2 * 64 KiB.
-const dropPagesAfter = 8
+// Bounds on what reads leave mapped in the process (the pages stay in the page cache):
+const (
+	// faultAroundBytes is what one read fault maps in: the page and its neighbours, up to the
+	// kernel's fault_around_bytes (64 KiB by default).
+	faultAroundBytes = 64 << 10
+	// dropMappedMinBytes: a sender unmaps the data of a read at least this large right after
+	// sending it (DropMapped); smaller reads count towards dropAfterBytes instead, so small
+	// fetches do not pay a madvise each.
+	dropMappedMinBytes = 256 << 10
+	// dropAfterBytes is how much a segment may have mapped in before noteMapped drops all its
+	// pages.
+	dropAfterBytes = 8 << 20
+)
 
-// dropTouched counts one more read and, every dropPagesAfter reads, drops the pages the
-// process has mapped of the segment (MADV_DONTNEED; the page cache keeps them), so the
-// broker's resident memory does not grow with the log it serves. Concurrent readers simply
-// fault their pages in again.
-func (s *segment) dropTouched() {
-	if s.touched.Add(1)%dropPagesAfter != 0 {
+// noteMapped accounts for a read of n bytes (two header faults, plus the data when its sender
+// will not drop it) and drops the segment's pages once dropAfterBytes are mapped in, so the
+// broker's resident memory does not grow with the log it serves. Concurrent readers fault
+// their pages in again.
+func (s *segment) noteMapped(n int64) {
+	est := int64(2 * faultAroundBytes)
+	if n < dropMappedMinBytes {
+		est += n
+	}
+	if s.mapped.Add(est) < dropAfterBytes {
 		return
 	}
+	s.mapped.Store(0)
 	s.dropPages()
 }
 
@@ -395,15 +412,15 @@ func (s *segment) dropPages() {
 
 // batchAt reads the framing of the batch at pos, which must end by end.
 func (s *segment) batchAt(pos, end int64) (size, base, last int64, ok bool) {
-	if pos+batchHeaderSize > end {
+	if pos+recordbatch.HeaderSize > end {
 		return 0, 0, 0, false
 	}
 	b := s.data[pos:end]
-	size = logOverhead + int64(int32(beUint32(b[offBatchLength:])))
-	if size < batchHeaderSize || pos+size > end {
+	size = recordbatch.LogOverhead + int64(int32(beUint32(b[recordbatch.OffBatchLength:])))
+	if size < recordbatch.HeaderSize || pos+size > end {
 		return 0, 0, 0, false
 	}
-	base = int64(beUint64(b[offBaseOffset:]))
-	last = base + int64(int32(beUint32(b[offLastOffsetDelta:])))
+	base = int64(beUint64(b[recordbatch.OffBaseOffset:]))
+	last = base + int64(int32(beUint32(b[recordbatch.OffLastOffsetDelta:])))
 	return size, base, last, true
 }

@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"ringbroker/internal/fsutil"
 )
 
 const (
@@ -63,7 +65,7 @@ func (l *Log) replaceSegments(group []*segment, cleaned *segment) error {
 			return fmt.Errorf("replace segments of %s: %w: %w", l.dir, errCleaningAborted, err)
 		}
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := fsutil.SyncDir(l.dir); err != nil {
 		return fmt.Errorf("replace segments of %s: %w: %w", l.dir, errCleaningAborted, err)
 	}
 	// Committed: from here on a restart completes the swap, so the list changes even if a
@@ -80,7 +82,7 @@ func (l *Log) replaceSegments(group []*segment, cleaned *segment) error {
 			errs = append(errs, fmt.Errorf("rename swap file: %w", err))
 		}
 	}
-	errs = append(errs, syncDir(l.dir))
+	errs = append(errs, fsutil.SyncDir(l.dir))
 	cleaned.path = segmentPath(l.dir, base, logSuffix)
 	cleaned.offIdx.path = segmentPath(l.dir, base, indexSuffix)
 	cleaned.timIdx.path = segmentPath(l.dir, base, timeIndexSuffix)
@@ -170,7 +172,7 @@ func (l *Log) recoverSwaps() error {
 		}
 		l.logger.Warn("completed an interrupted cleaning", "base_offset", s.base, "next_offset", s.next)
 	}
-	return syncDir(l.dir)
+	return fsutil.SyncDir(l.dir)
 }
 
 // swapNextOffset returns the offset after the last batch of the swap file at path (its base
