@@ -49,9 +49,12 @@ type connState struct {
 	maxInflight int32
 
 	// The run queue: frames read, in order, that a worker has not yet started.
-	qmu       sync.Mutex
-	reqs      []queuedFrame // guarded by qmu
-	scheduled bool          // guarded by qmu: the connection is queued on a worker or running
+	qmu sync.Mutex
+	// reqs[reqHead:] are the queued frames (guarded by qmu); the slice is reused from its start
+	// once empty, so queueing allocates nothing at steady state.
+	reqs      []queuedFrame
+	reqHead   int
+	scheduled bool // guarded by qmu: the connection is queued on a worker or running
 	node      mpsc.Node[task]
 
 	mu sync.Mutex
@@ -133,10 +136,10 @@ func (h *connHandler) OnClose(c ring.Conn, err error) {
 	cs.qmu.Lock()
 	if !cs.scheduled {
 		// No worker will look at the queue again: give its frames back here.
-		for _, q := range cs.reqs {
+		for _, q := range cs.reqs[cs.reqHead:] {
 			h.b.reqPool.Put(q.frame)
 		}
-		cs.reqs = nil
+		cs.reqs, cs.reqHead = nil, 0
 	}
 	cs.qmu.Unlock()
 	h.b.metrics.connClosed()
@@ -168,15 +171,15 @@ func (cs *connState) queueNode() *mpsc.Node[task] { return &cs.node }
 func (cs *connState) run() {
 	for range requestBudget {
 		cs.qmu.Lock()
-		if len(cs.reqs) == 0 {
+		if cs.reqHead == len(cs.reqs) {
 			cs.scheduled = false
-			cs.reqs = cs.reqs[:0]
+			cs.reqs, cs.reqHead = cs.reqs[:0], 0
 			cs.qmu.Unlock()
 			return
 		}
-		q := cs.reqs[0]
-		cs.reqs[0] = queuedFrame{}
-		cs.reqs = cs.reqs[1:]
+		q := cs.reqs[cs.reqHead]
+		cs.reqs[cs.reqHead] = queuedFrame{}
+		cs.reqHead++
 		cs.qmu.Unlock()
 		cs.mu.Lock()
 		closed := cs.closed
@@ -253,11 +256,23 @@ func (rc *reqCtx) reject(err error) {
 	rc.finishWith(nil, nil, true)
 }
 
+// responseBufBytes is the pool buffer a response is first encoded into; a larger response
+// grows out of it onto the heap.
+const responseBufBytes = 4 << 10
+
 // respond encodes resp at the request's version and queues it in order.
 func (rc *reqCtx) respond(resp kmsg.Response) {
 	resp.SetVersion(rc.hdr.APIVersion)
-	buf := wire.AppendResponse(nil, rc.hdr, resp)
-	rc.finishWith([]ring.Piece{ring.Bytes(buf)}, nil, false)
+	pool := rc.cs.b.reqPool
+	start := pool.Get(responseBufBytes)
+	buf := wire.AppendResponse(start[:0], rc.hdr, resp)
+	if start == nil || &buf[:1][0] != &start[:1][0] {
+		// Outgrown (or the pool was full): the heap copy is the response.
+		pool.Put(start)
+		rc.finishWith([]ring.Piece{ring.Bytes(buf)}, nil, false)
+		return
+	}
+	rc.finishWith([]ring.Piece{ring.Bytes(buf)}, func() { pool.Put(start) }, false)
 }
 
 // respondPieces queues an already-framed response; done runs once the kernel no longer

@@ -94,6 +94,7 @@ func (s *npServer) acceptLoop() {
 		}
 		c := &npConn{s: s, id: s.nextID.Add(1), nc: nc, raw: raw, wake: make(chan struct{}, 1),
 			resume: make(chan struct{}, 1), quit: make(chan struct{}), writerDone: make(chan struct{})}
+		c.rw.fn = c.rw.write
 		s.mu.Lock()
 		if s.draining {
 			s.mu.Unlock()
@@ -147,6 +148,7 @@ type npConn struct {
 	id         uint64
 	nc         *net.TCPConn
 	raw        syscall.RawConn
+	rw         rawWrite // used by whoever holds writing
 	wake       chan struct{} // capacity 1: the writer has something to look at
 	resume     chan struct{} // capacity 1: Resume was called
 	quit       chan struct{} // closed by abort: a paused reader gives up
@@ -238,30 +240,39 @@ func (c *npConn) Send(pieces []Piece, done func()) error {
 	}
 }
 
-// writeOnce writes what the socket takes now, without waiting for it.
-func (c *npConn) writeOnce(it *outItem) (n int, err error) {
-	cerr := c.raw.Write(func(fd uintptr) bool {
-		n, err = writeNonblock(int(fd), it)
-		return true
-	})
-	if cerr != nil {
-		return n, cerr
-	}
-	return n, err
+// rawWrite is the state of one write through syscall.RawConn.Write: a callback bound once
+// per connection (a fresh closure would allocate on every Send) and what it reports. Only the
+// goroutine that set npConn.writing uses it.
+type rawWrite struct {
+	it    *outItem
+	wait  bool // wait in the netpoller while the socket is full
+	total int
+	err   error
+	fn    func(fd uintptr) bool
 }
 
+func (w *rawWrite) write(fd uintptr) bool {
+	n, err := writeNonblock(int(fd), w.it)
+	w.total += n
+	w.err = err
+	return !w.wait || !errors.Is(err, unix.EAGAIN)
+}
+
+// writeOnce writes what the socket takes now, without waiting for it.
+func (c *npConn) writeOnce(it *outItem) (int, error) { return c.rawWrite(it, false) }
+
 // writeAll writes it whole, waiting in the netpoller while the socket is full.
-func (c *npConn) writeAll(it *outItem) (total int, err error) {
-	cerr := c.raw.Write(func(fd uintptr) bool {
-		var n int
-		n, err = writeNonblock(int(fd), it)
-		total += n
-		return !errors.Is(err, unix.EAGAIN)
-	})
+func (c *npConn) writeAll(it *outItem) (int, error) { return c.rawWrite(it, true) }
+
+func (c *npConn) rawWrite(it *outItem, wait bool) (int, error) {
+	w := &c.rw
+	w.it, w.wait, w.total, w.err = it, wait, 0, nil
+	cerr := c.raw.Write(w.fn)
+	w.it = nil
 	if cerr != nil {
-		return total, cerr
+		return w.total, cerr
 	}
-	return total, err
+	return w.total, w.err
 }
 
 // Resume implements Conn.
