@@ -148,7 +148,7 @@ type npConn struct {
 	id         uint64
 	nc         *net.TCPConn
 	raw        syscall.RawConn
-	rw         rawWrite // used by whoever holds writing
+	rw         rawWrite      // used by whoever holds writing
 	wake       chan struct{} // capacity 1: the writer has something to look at
 	resume     chan struct{} // capacity 1: Resume was called
 	quit       chan struct{} // closed by abort: a paused reader gives up
