@@ -63,6 +63,12 @@ type connState struct {
 	sendSeq uint64
 	pending map[uint64]outgoing
 	closed  bool
+	// corked holds responses that are next in order while a worker runs more requests of this
+	// connection that were already queued (guarded by mu): they go out together in one write
+	// when the run ends, instead of one system call each.
+	corked      []outgoing
+	corkedBytes int
+	cork        bool
 }
 
 // queuedFrame is one request frame waiting for a worker, owned by the connection until it is
@@ -180,17 +186,32 @@ func (cs *connState) run() {
 		q := cs.reqs[cs.reqHead]
 		cs.reqs[cs.reqHead] = queuedFrame{}
 		cs.reqHead++
+		more := cs.reqHead < len(cs.reqs)
 		cs.qmu.Unlock()
 		cs.mu.Lock()
 		closed := cs.closed
+		// While more requests are queued behind this one, its response waits for theirs.
+		cs.cork = more
 		cs.mu.Unlock()
 		if closed {
 			cs.b.reqPool.Put(q.frame)
 			continue
 		}
 		cs.handleFrame(q.seq, q.frame)
+		if !more {
+			cs.uncork()
+		}
 	}
+	cs.uncork()
 	cs.b.handlers.dispatch(cs.c.Loop(), cs.c.ID(), cs)
+}
+
+// uncork writes the corked responses.
+func (cs *connState) uncork() {
+	cs.mu.Lock()
+	cs.cork = false
+	cs.flushLocked()
+	cs.mu.Unlock()
 }
 
 // reqCtx is one request in flight: where and in which order its response goes. It owns the
@@ -347,21 +368,19 @@ func (cs *connState) deliver(seq uint64, o outgoing) {
 		}
 		direct = false
 		cs.sendSeq++
-		if o.pieces == nil {
+		if o.pieces == nil && len(cs.corked) == 0 {
 			if o.done != nil {
 				o.done()
 			}
 		} else {
-			n := 0
 			for i := range o.pieces {
-				n += pieceSize(&o.pieces[i])
+				cs.corkedBytes += pieceSize(&o.pieces[i])
 			}
-			cs.b.metrics.bytesOut(n)
-			if err := cs.c.Send(o.pieces, o.done); err != nil {
-				// The connection is closing; what is still pending is released by OnClose.
-				if o.done != nil {
-					o.done()
-				}
+			cs.corked = append(cs.corked, o)
+			if cs.cork && !o.close && cs.corkedBytes < corkMaxBytes {
+				continue
+			}
+			if !cs.flushLocked() {
 				break
 			}
 		}
@@ -370,6 +389,56 @@ func (cs *connState) deliver(seq uint64, o outgoing) {
 		}
 	}
 	cs.mu.Unlock()
+}
+
+// corkMaxBytes bounds what corking holds back before writing anyway.
+const corkMaxBytes = 256 << 10
+
+// flushLocked writes the corked responses in one Send; it reports false when the connection
+// is closing (what is pending then is released by OnClose). Called with mu held.
+func (cs *connState) flushLocked() bool {
+	corked := cs.corked
+	if len(corked) == 0 {
+		return true
+	}
+	cs.corked, cs.corkedBytes = cs.corked[:0], 0
+	var pieces []ring.Piece
+	var done func()
+	if len(corked) == 1 {
+		pieces, done = corked[0].pieces, corked[0].done
+	} else {
+		dones := make([]func(), 0, len(corked))
+		for _, o := range corked {
+			pieces = append(pieces, o.pieces...)
+			if o.done != nil {
+				dones = append(dones, o.done)
+			}
+		}
+		done = func() {
+			for _, d := range dones {
+				d()
+			}
+		}
+	}
+	clear(corked)
+	if pieces == nil {
+		if done != nil {
+			done()
+		}
+		return true
+	}
+	n := 0
+	for i := range pieces {
+		n += pieceSize(&pieces[i])
+	}
+	cs.b.metrics.bytesOut(n)
+	if err := cs.c.Send(pieces, done); err != nil {
+		if done != nil {
+			done()
+		}
+		return false
+	}
+	return true
 }
 
 // pieceSize is the length of a response piece.
