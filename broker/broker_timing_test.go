@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,12 +49,21 @@ func BenchmarkProduceThroughput(b *testing.B) {
 	}
 }
 
+// benchOverridesEnv names broker config overrides (space-separated key=value) that the
+// benchmarks apply, to compare knobs: RINGBROKER_BENCH_OVERRIDES="io.uring.wait=syscall".
+const benchOverridesEnv = "RINGBROKER_BENCH_OVERRIDES"
+
 func startBenchBroker(b *testing.B, backend, dir string) *Broker {
 	cfg := DefaultConfig()
 	cfg.Listeners = []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 0}}
 	cfg.LogDirs = []string{dir}
 	cfg.MetricsListen = ""
 	cfg.IO = backend
+	for _, kv := range strings.Fields(os.Getenv(benchOverridesEnv)) {
+		if err := cfg.Override(kv); err != nil {
+			b.Fatalf("%s: %v", benchOverridesEnv, err)
+		}
+	}
 	br, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		b.Fatal(err)

@@ -454,14 +454,8 @@ func (r *uring) enter(wait bool) error {
 		// Completions are already there: reap them without sleeping.
 		_, err = r.ring.SubmitAndGetEvents()
 	case wait && r.wait == WaitHandoff:
-		if r.ring.SQReady() > 0 {
-			_, err = r.ring.Submit()
-			r.st.enters.Add(1)
-		}
-		if err == nil {
-			if errno := enterBlocking(uintptr(r.fd)); errno != 0 {
-				err = errno
-			}
+		if errno := enterBlocking(uintptr(r.fd), uintptr(flushSQ(r.ring))); errno != 0 {
+			err = errno
 		}
 	case wait:
 		_, err = r.ring.SubmitAndWait(1)

@@ -3,6 +3,7 @@ package ring
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -45,15 +46,39 @@ func entersyscallblock()
 //go:linkname exitsyscall runtime.exitsyscall
 func exitsyscall()
 
-// enterBlocking is io_uring_enter(fd, 0, 1, GETEVENTS) bracketed by entersyscallblock, so the
-// P goes to another thread for the duration.
+// enterBlocking is io_uring_enter(fd, toSubmit, 1, GETEVENTS) bracketed by
+// entersyscallblock, so the P goes to another thread for the duration: one system call
+// submits what is queued and waits for a completion.
 //
 //go:nosplit
-func enterBlocking(fd uintptr) syscall.Errno {
+func enterBlocking(fd, toSubmit uintptr) syscall.Errno {
 	entersyscallblock()
-	_, _, errno := syscall.RawSyscall6(unix.SYS_IO_URING_ENTER, fd, 0, 1, uintptr(giouring.EnterGetEvents), 0, 0)
+	_, _, errno := syscall.RawSyscall6(unix.SYS_IO_URING_ENTER, fd, toSubmit, 1, uintptr(giouring.EnterGetEvents), 0, 0)
 	exitsyscall()
 	return errno
+}
+
+// sqLayout mirrors giouring.SubmissionQueue of the pinned version; TestRingFdLayout checks
+// its size.
+type sqLayout struct {
+	head, tail, ringMask, ringEntries, flags, dropped, array *uint32
+	sqes                                                     unsafe.Pointer
+	ringSize                                                 uint
+	ringPtr                                                  unsafe.Pointer
+	sqeHead, sqeTail                                         uint32
+	pad                                                      [2]uint32
+}
+
+// flushSQ publishes the SQEs prepared since the last flush to the kernel (liburing's
+// __io_uring_flush_sq) and returns how many are waiting to be submitted.
+func flushSQ(ring *giouring.Ring) uint32 {
+	sq := (*sqLayout)((*ringLayout)(unsafe.Pointer(ring)).sqRing)
+	tail := sq.sqeTail
+	if sq.sqeHead != tail {
+		sq.sqeHead = tail
+		atomic.StoreUint32(sq.tail, tail)
+	}
+	return tail - atomic.LoadUint32(sq.head)
 }
 
 // ringLayout mirrors the fields of giouring.Ring (pinned version

@@ -15,6 +15,9 @@ func TestRingFdLayout(t *testing.T) {
 	if a, b := unsafe.Sizeof(ringLayout{}), unsafe.Sizeof(giouring.Ring{}); a != b {
 		t.Fatalf("ringLayout is %d bytes, giouring.Ring %d: the pinned giouring changed", a, b)
 	}
+	if a, b := unsafe.Sizeof(sqLayout{}), unsafe.Sizeof(giouring.SubmissionQueue{}); a != b {
+		t.Fatalf("sqLayout is %d bytes, giouring.SubmissionQueue %d: the pinned giouring changed", a, b)
+	}
 	if err := checkKernelForTest(); err != nil {
 		t.Skip(err)
 	}
@@ -27,6 +30,20 @@ func TestRingFdLayout(t *testing.T) {
 	link, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
 	if err != nil || link != "anon_inode:[io_uring]" {
 		t.Fatalf("ringFd = %d, which is %q (%v); want an io_uring descriptor", fd, link, err)
+	}
+	// A NOP flushed with flushSQ and submitted with enterBlocking completes.
+	sqe := ring.GetSQE()
+	sqe.PrepareNop()
+	sqe.UserData = 42
+	if n := flushSQ(ring); n != 1 {
+		t.Fatalf("flushSQ = %d, want 1 SQE to submit", n)
+	}
+	if errno := enterBlocking(uintptr(fd), 1); errno != 0 {
+		t.Fatalf("enterBlocking: %v", errno)
+	}
+	cqe, err := ring.PeekCQE()
+	if err != nil || cqe.UserData != 42 {
+		t.Fatalf("PeekCQE after enterBlocking = %+v, %v; want the NOP's completion", cqe, err)
 	}
 }
 
