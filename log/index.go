@@ -259,39 +259,33 @@ func (x *index) appendTime(ts, rel int64, final bool) {
 // lookupPosition returns the position of the last offset index entry whose relative offset is
 // at most rel, or 0 when there is none. Batches before that position end before rel.
 func (x *index) lookupPosition(rel int64) int64 {
-	lo, hi := int64(0), x.n.Load() // find the first entry with offset > rel
-	for lo < hi {
-		mid := int64(uint64(lo+hi) >> 1)
-		if r, _ := x.offsetEntry(mid); r <= rel {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
-	}
-	if lo == 0 {
-		return 0
-	}
-	_, pos := x.offsetEntry(lo - 1)
+	_, pos := x.lastOffsetEntry(func(r, _ int64) bool { return r <= rel })
 	return pos
 }
 
 // floorPosition returns the largest position in an offset index that is at most pos, or 0 when
 // there is none. Index positions are batch starts.
 func (x *index) floorPosition(pos int64) int64 {
-	lo, hi := int64(0), x.n.Load() // find the first entry with position > pos
+	_, p := x.lastOffsetEntry(func(_, p int64) bool { return p <= pos })
+	return p
+}
+
+// lastOffsetEntry returns the last offset index entry for which below holds, below being true
+// for a prefix of the entries (both fields only grow), or (0, 0) when it holds for none.
+func (x *index) lastOffsetEntry(below func(rel, pos int64) bool) (rel, pos int64) {
+	lo, hi := int64(0), x.n.Load() // find the first entry for which below is false
 	for lo < hi {
 		mid := int64(uint64(lo+hi) >> 1)
-		if _, p := x.offsetEntry(mid); p <= pos {
+		if below(x.offsetEntry(mid)) {
 			lo = mid + 1
 		} else {
 			hi = mid
 		}
 	}
 	if lo == 0 {
-		return 0
+		return 0, 0
 	}
-	_, p := x.offsetEntry(lo - 1)
-	return p
+	return x.offsetEntry(lo - 1)
 }
 
 // lookupBeforeTime returns the relative offset of the last time index entry whose timestamp

@@ -144,26 +144,26 @@ func (s *npServer) shutdown(ctx context.Context) error {
 
 // npConn is a connection of the netpoll backend.
 type npConn struct {
-	s          *npServer
-	id         uint64
-	nc         *net.TCPConn
-	raw        syscall.RawConn
-	rw         rawWrite      // used by whoever holds writing
+	s   *npServer
+	id  uint64
+	nc  *net.TCPConn
+	raw syscall.RawConn
+	rw  rawWrite // used by whoever holds writing
+	handlerContext
 	wake       chan struct{} // capacity 1: the writer has something to look at
 	resume     chan struct{} // capacity 1: Resume was called
 	quit       chan struct{} // closed by abort: a paused reader gives up
 	writerDone chan struct{}
 
-	mu         sync.Mutex
-	queue      []*outItem // guarded by mu: in write order
-	writing    bool       // guarded by mu: a Send or the writer goroutine is writing to the socket
-	closed     bool       // guarded by mu: Send fails from now on
-	closeReq   bool       // guarded by mu: the writer closes the socket after the queue
-	aborted    bool       // guarded by mu: the socket is closed, drop the queue
-	stopRead   bool       // guarded by mu: received data is no longer delivered
-	reason     error      // guarded by mu: what OnClose reports
-	reasonSet  bool       // guarded by mu
-	handlerCtx any        // guarded by mu
+	mu        sync.Mutex
+	queue     []*outItem // guarded by mu: in write order
+	writing   bool       // guarded by mu: a Send or the writer goroutine is writing to the socket
+	closed    bool       // guarded by mu: Send fails from now on
+	closeReq  bool       // guarded by mu: the writer closes the socket after the queue
+	aborted   bool       // guarded by mu: the socket is closed, drop the queue
+	stopRead  bool       // guarded by mu: received data is no longer delivered
+	reason    error      // guarded by mu: what OnClose reports
+	reasonSet bool       // guarded by mu
 }
 
 // ID implements Conn.
@@ -174,20 +174,6 @@ func (c *npConn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
 
 // Loop implements Conn: netpoll has one.
 func (c *npConn) Loop() int { return 0 }
-
-// SetContext implements Conn.
-func (c *npConn) SetContext(v any) {
-	c.mu.Lock()
-	c.handlerCtx = v
-	c.mu.Unlock()
-}
-
-// Context implements Conn.
-func (c *npConn) Context() any {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.handlerCtx
-}
 
 // Send implements Conn: with nothing queued it writes at once from the calling goroutine,
 // without blocking; the rest goes to the writer goroutine.

@@ -23,6 +23,7 @@ type uconn struct {
 	slot   uint32
 	remote *net.TCPAddr
 	noZC   bool // plain sends only: a loopback peer (see Config.SendZCLoopback)
+	handlerContext
 
 	mu       sync.Mutex
 	queue    []*outItem // guarded by mu: sent, not yet taken by the loop, in write order
@@ -38,8 +39,7 @@ type uconn struct {
 	// or has an op in flight, so a Send queues behind instead of writing directly.
 	ringOwned bool
 	// failErr is a write error a direct Send met (guarded by mu); the loop closes with it.
-	failErr    error
-	handlerCtx any // guarded by mu
+	failErr error
 
 	// loop-owned
 	queueSpare    []*outItem
@@ -78,20 +78,6 @@ func (c *uconn) RemoteAddr() net.Addr { return c.remote }
 
 // Loop implements Conn.
 func (c *uconn) Loop() int { return c.r.idx }
-
-// SetContext implements Conn.
-func (c *uconn) SetContext(v any) {
-	c.mu.Lock()
-	c.handlerCtx = v
-	c.mu.Unlock()
-}
-
-// Context implements Conn.
-func (c *uconn) Context() any {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.handlerCtx
-}
 
 // Send implements Conn. With nothing queued for the socket it writes at once from the calling
 // goroutine with non-blocking calls; the rest, and every Send meanwhile, goes to the loop.
