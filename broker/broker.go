@@ -34,8 +34,10 @@ const metadataDirName = "__cluster_metadata-0"
 type Broker struct {
 	cfg    Config
 	logger *slog.Logger
-	meta   meta.Store
-	apis   *apiTable
+	// meta is the metadata log: this node's voter (or, broker-only, learner) of the quorum,
+	// which on a single node is this node alone.
+	meta *meta.RaftStore
+	apis *apiTable
 
 	// controllerMu serialises controller decisions (validate, then commit) so two CreateTopics
 	// cannot both pass validation for the same name.
@@ -65,9 +67,8 @@ type Broker struct {
 	// partition's recovery point. It is used while opening the partitions found at start.
 	startup startupState
 
-	// Cluster mode only (cluster.go): this node's quorum voter (also b.meta), the signal of
-	// a new image, this process's registration id, and whether a heartbeat is in flight.
-	quorum       *meta.RaftStore
+	// The signal of a new image, this process's registration id, and whether a heartbeat is
+	// in flight (controller.go).
 	imageChanged chan struct{}
 	incarnation  meta.UUID
 	heartbeating atomic.Bool
@@ -110,7 +111,7 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 	if _, err := raiseNoFileLimit(logger); err != nil {
 		logger.Warn("open-file limit unchanged", "err", err)
 	}
-	voters, err := b.setupCluster()
+	voters, err := b.setupQuorum()
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +124,7 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	ml, err := b.openMetaStore(clusterID, voters)
+	ml, err := b.openMetadata(clusterID, voters)
 	if err != nil {
 		return nil, err
 	}
@@ -212,10 +213,8 @@ func (b *Broker) Start() error {
 			return err
 		}
 	}
-	if b.quorum != nil {
-		b.bg.Add(1)
-		go b.clusterLoop()
-	}
+	b.bg.Add(1)
+	go b.controllerLoop()
 	if b.cfg.MetricsListen != "" {
 		ln, err := net.Listen("tcp", b.cfg.MetricsListen)
 		if err != nil {
@@ -234,8 +233,8 @@ func (b *Broker) Start() error {
 // Addr is the bound address of the first listener; on a controller-only node, which serves
 // no clients, the controller listener's.
 func (b *Broker) Addr() net.Addr {
-	if len(b.servers) == 0 && b.quorum != nil {
-		return b.quorum.ListenAddr()
+	if len(b.servers) == 0 {
+		return b.meta.ListenAddr()
 	}
 	return b.servers[0].Addr()
 }
@@ -259,17 +258,10 @@ func (b *Broker) advertised() Listener {
 	return l
 }
 
-// registerSelf records this broker's advertised endpoint in the metadata log when it changed.
+// registerSelf records this broker's advertised endpoint and incarnation in the metadata log.
 func (b *Broker) registerSelf() error {
 	adv := b.advertised()
-	cur, ok := b.meta.Image().Brokers[b.cfg.NodeID]
-	if ok && cur.Host == adv.Host && int(cur.Port) == adv.Port && b.quorum == nil {
-		return nil
-	}
-	rec := meta.Record{Type: meta.TypeBroker, NodeID: b.cfg.NodeID, Host: adv.Host, Port: int32(adv.Port)}
-	if b.quorum != nil {
-		rec.Incarnation = b.incarnation
-	}
+	rec := meta.Record{Type: meta.TypeBroker, NodeID: b.cfg.NodeID, Host: adv.Host, Port: int32(adv.Port), Incarnation: b.incarnation}
 	_, err := b.meta.Commit([]meta.Record{rec})
 	if err != nil {
 		return fmt.Errorf("register broker %d: %w", b.cfg.NodeID, err)

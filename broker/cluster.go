@@ -32,8 +32,9 @@ func sortedBrokers(im *meta.Image) []meta.Broker {
 // (process.roles=controller) is a voter with no client listener that neither registers nor
 // heartbeats; a broker-only node (process.roles=broker) is not a voter and follows the log as
 // a Raft learner (a KRaft observer), forwarding its commits and heartbeats to the active
-// controller. Without controller.quorum.voters a node is the single voter of a one-file log,
-// as before.
+// controller. Without controller.quorum.voters a node is the sole voter of its own quorum, on
+// the same path: it needs no controller listener, as it has nobody to talk to, and formats its
+// log dir by itself.
 
 // checkProcessRoles validates process.roles: broker, controller, or both (as Kafka).
 func checkProcessRoles(roles []string) error {
@@ -53,23 +54,19 @@ func (c *Config) hasRole(role string) bool {
 	return len(c.ProcessRoles) == 0 || slices.Contains(c.ProcessRoles, role)
 }
 
-// clusterMode reports whether the config names a controller quorum.
-func (c *Config) clusterMode() bool {
-	return c.QuorumVoters != "" || len(c.QuorumBootstrapServers) > 0
-}
-
-// setupCluster validates the cluster keys and splits the controller listener off the client
-// listeners. It returns the quorum's voters, or nil on a single node.
-func (b *Broker) setupCluster() (map[int32]string, error) {
+// setupQuorum validates the cluster keys and splits the controller listener off the client
+// listeners. It returns the quorum's voters with their controller listener addresses; without
+// controller.quorum.voters, this node alone with no address (no controller listener).
+func (b *Broker) setupQuorum() (map[int32]string, error) {
 	c := &b.cfg
-	if !c.clusterMode() {
+	if c.QuorumVoters == "" && len(c.QuorumBootstrapServers) == 0 {
 		if !c.hasRole("broker") || !c.hasRole("controller") {
 			return nil, fmt.Errorf("process.roles=%s needs controller.quorum.voters: only a combined node runs alone", strings.Join(c.ProcessRoles, ","))
 		}
 		if len(c.ControllerListenerNames) > 0 {
 			return nil, fmt.Errorf("controller.listener.names is set but controller.quorum.voters is not")
 		}
-		return nil, nil
+		return map[int32]string{c.NodeID: ""}, nil
 	}
 	if c.QuorumVoters == "" {
 		return nil, fmt.Errorf("controller.quorum.bootstrap.servers without controller.quorum.voters: dynamic quorums (KIP-853) are not supported yet; list the voters in controller.quorum.voters")
@@ -158,13 +155,11 @@ func (c *Config) learnerListen() string {
 	return net.JoinHostPort(c.Listeners[0].Host, "0")
 }
 
-// openMetaStore opens the metadata log: the one-file log of a single node, or this node's
-// voter (or, broker-only, learner) of the controller quorum.
-func (b *Broker) openMetaStore(clusterID string, voters map[int32]string) (meta.Store, error) {
+// openMetadata opens the metadata log: this node's voter (or, broker-only, learner) of the
+// controller quorum, listening on its controller listener (none when it is the sole voter
+// without one).
+func (b *Broker) openMetadata(clusterID string, voters map[int32]string) (*meta.RaftStore, error) {
 	dir := filepath.Join(b.cfg.LogDirs[0], metadataDirName)
-	if voters == nil {
-		return meta.OpenLog(dir, clusterID, b.logger)
-	}
 	learner := !b.cfg.hasRole("controller")
 	listen, advHost := voters[b.cfg.NodeID], ""
 	if learner {
@@ -181,7 +176,6 @@ func (b *Broker) openMetaStore(clusterID string, voters map[int32]string) (meta.
 	if err != nil {
 		return nil, err
 	}
-	b.quorum = s
 	return s, nil
 }
 
@@ -202,10 +196,10 @@ func FormatStorage(cfg Config, clusterID string) error {
 	return err
 }
 
-// clusterLoop runs while the broker is up in a cluster: it brings the open logs in line with
-// every new image, heartbeats to the active controller, and, while this node is the active
-// controller, fences and unfences brokers.
-func (b *Broker) clusterLoop() {
+// controllerLoop runs while the broker is up: it brings the open logs in line with every new
+// image, heartbeats to the active controller, and, while this node is the active controller,
+// fences and unfences brokers.
+func (b *Broker) controllerLoop() {
 	defer b.bg.Done()
 	hb := time.NewTicker(b.cfg.BrokerHeartbeatInterval)
 	defer hb.Stop()
@@ -231,7 +225,7 @@ func (b *Broker) clusterLoop() {
 				go b.heartbeat()
 			}
 		case <-check.C:
-			if !b.quorum.IsLeader() {
+			if !b.meta.IsLeader() {
 				if !leaderSince.IsZero() {
 					b.logger.Info("no longer the active controller", "node", b.cfg.NodeID)
 				}
@@ -242,10 +236,10 @@ func (b *Broker) clusterLoop() {
 			if leaderSince.IsZero() {
 				b.logger.Info("became the active controller", "node", b.cfg.NodeID)
 				leaderSince = now
-				b.quorum.ResetHeartbeats()
+				b.meta.ResetHeartbeats()
 			}
-			im := b.quorum.Image()
-			hbs := b.quorum.Heartbeats()
+			im := b.meta.Image()
+			hbs := b.meta.Heartbeats()
 			for _, br := range im.Brokers {
 				if _, ok := registered[br.Incarnation]; !ok {
 					registered[br.Incarnation] = now
@@ -254,11 +248,16 @@ func (b *Broker) clusterLoop() {
 					hbs[br.NodeID] = meta.Heartbeat{Incarnation: br.Incarnation, At: registered[br.Incarnation]}
 				}
 			}
+			if b.cfg.hasRole("broker") {
+				// The controller runs, so the broker of its own process is alive: a late tick
+				// (a long stall of this process) must not fence it.
+				hbs[b.cfg.NodeID] = meta.Heartbeat{Incarnation: b.incarnation, At: now}
+			}
 			recs := fenceRecords(im, hbs, leaderSince, now, b.cfg.BrokerSessionTimeout)
 			if len(recs) == 0 {
 				continue
 			}
-			if _, err := b.quorum.Commit(recs); err != nil {
+			if _, err := b.meta.Commit(recs); err != nil {
 				b.logger.Warn("commit broker fencing", "err", err)
 			}
 		}
@@ -271,7 +270,7 @@ func (b *Broker) heartbeat() {
 		return
 	}
 	defer b.heartbeating.Store(false)
-	if err := b.quorum.Heartbeat(b.cfg.NodeID, b.incarnation); err != nil {
+	if err := b.meta.Heartbeat(b.cfg.NodeID, b.incarnation); err != nil {
 		b.logger.Warn("broker heartbeat", "err", err)
 	}
 }

@@ -105,7 +105,7 @@ func TestClusterConfigErrors(t *testing.T) {
 }
 
 // startInProcessCluster starts n brokers in this process forming one quorum; n == 0 starts a
-// single node with the one-file metadata log.
+// single node with no config, the sole voter of its quorum without a controller listener.
 func startInProcessCluster(tb testing.TB, n int) []*Broker {
 	tb.Helper()
 	base := func(dir string) Config {

@@ -66,7 +66,7 @@ type Config struct {
 	RetentionCheckInterval time.Duration
 
 	// Cluster keys (KRaft's names; see cluster.go). Without controller.quorum.voters the node
-	// is a single voter with its metadata log in one file, as before.
+	// is the sole voter of its own metadata quorum, with no controller listener.
 	ProcessRoles            []string      // process.roles
 	QuorumVoters            string        // controller.quorum.voters: id@host:port,...
 	QuorumBootstrapServers  []string      // controller.quorum.bootstrap.servers

@@ -49,10 +49,14 @@ type RaftConfig struct {
 	// ClusterID goes into the image.
 	ClusterID string
 	// Listen is the controller listener address (host:port; port 0 picks one). A learner
-	// listens here for the leader's appends and announces the port when it joins.
+	// listens here for the leader's appends and announces the port when it joins. Empty
+	// means no controller listener: the quorum is this node alone, which sends, receives
+	// and forwards nothing, so it needs no network (a single node without
+	// controller.quorum.voters).
 	Listen string
 	// Voters maps the node id of every controller (this one included unless Learner) to its
-	// controller listener address: controller.quorum.voters.
+	// controller listener address: controller.quorum.voters. Without a Listen address it
+	// names only NodeID, and the address is unused.
 	Voters map[int32]string
 	// Learner makes this node a non-voting follower of the log (process.roles=broker, as a
 	// KRaft observer): it is not among Voters, never campaigns, asks the active controller to
@@ -74,22 +78,25 @@ type RaftConfig struct {
 	Logger *slog.Logger
 }
 
-// RaftStore is the metadata log on a Raft quorum: each Commit is one Raft entry (the records
-// encoded as in Log), applied on every controller to the image, which is swapped atomically.
-// Commit on a controller that does not lead is forwarded to the leader over the controller
-// listener, and returns once the local image includes it. Snapshots of the image bound the log.
+// RaftStore is the metadata log on a Raft quorum, on a single node as in a cluster (a single
+// node is a quorum of one voter): each Commit is one Raft entry (a request id, then the
+// records as EncodeRecords writes them), applied on every controller to the image, which is
+// swapped atomically. Commit on a controller that does not lead is forwarded to the leader
+// over the controller listener, and returns once the local image includes it. Snapshots of
+// the image bound the log.
 type RaftStore struct {
 	cfg    RaftConfig
 	logger *slog.Logger
 	node   *raft.Node
-	ln     net.Listener
-	mux    *muxListener
-	image  atomic.Pointer[Image]
+	// ln is the controller listener; nil for a quorum of this node alone (no Listen).
+	ln    net.Listener
+	mux   *muxListener
+	image atomic.Pointer[Image]
 
 	// mu guards waiters, applied, appliedc and conns.
 	mu sync.Mutex
 	// waiters receive the apply outcome of the local proposals, by request id.
-	waiters map[UUID]chan error
+	waiters map[UUID]*waiter
 	// applied is the index of the last entry applied (or skipped); appliedc is closed and
 	// replaced each time it moves.
 	applied  uint64
@@ -118,13 +125,17 @@ type Heartbeat struct {
 func raftID(nodeID int32) uint64 { return uint64(nodeID) + 1 }
 
 // OpenRaft starts this controller's Raft node: it recovers the log in cfg.Dir (or founds the
-// quorum of cfg.Voters when the directory is empty) and listens on cfg.Listen.
+// quorum of cfg.Voters when the directory is empty, upgrading a single node's one-file log
+// found there) and listens on cfg.Listen. A quorum of one voter leads when OpenRaft returns.
 func OpenRaft(cfg RaftConfig) (*RaftStore, error) {
 	if _, ok := cfg.Voters[cfg.NodeID]; ok == cfg.Learner {
 		if cfg.Learner {
 			return nil, fmt.Errorf("metadata quorum: learner node %d is among the voters %v", cfg.NodeID, cfg.Voters)
 		}
 		return nil, fmt.Errorf("metadata quorum: node %d is not among the voters %v", cfg.NodeID, cfg.Voters)
+	}
+	if cfg.Listen == "" && len(cfg.Voters) != 1 {
+		return nil, fmt.Errorf("metadata quorum: node %d has no controller listener, so it can only be the sole voter, not one of %v", cfg.NodeID, cfg.Voters)
 	}
 	if cfg.CommitTimeout <= 0 {
 		cfg.CommitTimeout = 30 * time.Second
@@ -133,14 +144,6 @@ func OpenRaft(cfg RaftConfig) (*RaftStore, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("controller listener %s: %w", cfg.Listen, err)
-	}
-	s := &RaftStore{cfg: cfg, logger: logger, ln: ln, waiters: map[UUID]chan error{},
-		appliedc: make(chan struct{}), conns: map[net.Conn]struct{}{}, heartbeats: map[int32]Heartbeat{}}
-	s.mux = &muxListener{addr: ln.Addr(), conns: make(chan net.Conn), done: make(chan struct{})}
-	s.image.Store(EmptyImage(cfg.ClusterID))
 	peers := map[uint64]string{}
 	var voters []uint64
 	for id, addr := range cfg.Voters {
@@ -153,8 +156,23 @@ func OpenRaft(cfg RaftConfig) (*RaftStore, error) {
 	if cfg.Learner {
 		voters = nil // join: the leader adds this node as a learner
 	}
-	s.wg.Add(1)
-	go s.accept()
+	if err := upgradeOneFileLog(cfg.Dir, voters, cfg.ClusterID, logger); err != nil {
+		return nil, err
+	}
+	s := &RaftStore{cfg: cfg, logger: logger, waiters: map[UUID]*waiter{},
+		appliedc: make(chan struct{}), conns: map[net.Conn]struct{}{}, heartbeats: map[int32]Heartbeat{}}
+	s.mux = &muxListener{addr: soleVoterAddr{}, conns: make(chan net.Conn), done: make(chan struct{})}
+	if cfg.Listen != "" {
+		ln, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("controller listener %s: %w", cfg.Listen, err)
+		}
+		s.ln, s.mux.addr = ln, ln.Addr()
+		s.wg.Add(1)
+		go s.accept()
+	}
+	s.image.Store(EmptyImage(cfg.ClusterID))
+	var err error
 	s.node, err = raft.StartNode(raft.NodeConfig{ID: raftID(cfg.NodeID), Dir: cfg.Dir, Listener: s.mux,
 		Peers: peers, Voters: voters, TickInterval: cfg.TickInterval, SnapshotEntries: cfg.SnapshotEntries,
 		StateMachine: (*stateMachine)(s), Logger: logger})
@@ -166,7 +184,24 @@ func OpenRaft(cfg RaftConfig) (*RaftStore, error) {
 		s.wg.Add(1)
 		go s.join()
 	}
+	if len(cfg.Voters) == 1 && !cfg.Learner {
+		if err := s.waitLeader(time.Now().Add(cfg.CommitTimeout)); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// waitLeader waits for the sole voter to win the election it starts at once (raft.Node).
+func (s *RaftStore) waitLeader(deadline time.Time) error {
+	for !s.node.IsLeader() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("metadata quorum: sole voter %d did not lead within %v", s.cfg.NodeID, s.cfg.CommitTimeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
 }
 
 // join asks the voters in turn, following not-leader hints, to add this node as a learner
@@ -220,7 +255,7 @@ func (s *RaftStore) addLearner(id int32, addr string) error {
 }
 
 // Addr is the controller listener's bound address.
-func (s *RaftStore) Addr() string { return s.ln.Addr().String() }
+func (s *RaftStore) Addr() string { return s.mux.addr.String() }
 
 // learnerAddr is the address a learner announces: its bound port on AdvertiseHost.
 func (s *RaftStore) learnerAddr() string {
@@ -231,7 +266,7 @@ func (s *RaftStore) learnerAddr() string {
 }
 
 // ListenAddr is the controller listener's bound address as a net.Addr.
-func (s *RaftStore) ListenAddr() net.Addr { return s.ln.Addr() }
+func (s *RaftStore) ListenAddr() net.Addr { return s.mux.addr }
 
 // Image returns the current image. It never returns nil.
 func (s *RaftStore) Image() *Image { return s.image.Load() }
@@ -248,13 +283,25 @@ func (s *RaftStore) Leader() int32 {
 	return int32(l - 1)
 }
 
+// waiter is a local proposal waiting for its entry to be applied.
+type waiter struct {
+	// done receives the outcome of applying the entry.
+	done chan error
+	// base is the image the proposer checked the records against and next the image they
+	// make of it, not yet published: while base is still the current image when the entry
+	// applies, next is the result, and the records need not be decoded and applied again.
+	base, next *Image
+}
+
 // Commit proposes recs as one Raft entry, on the leader or forwarded to it, and returns the
 // local image once it includes the entry. Records that do not apply are refused.
 func (s *RaftStore) Commit(recs []Record) (*Image, error) {
 	if s.closed.Load() {
 		return nil, errors.New("metadata quorum is closed")
 	}
-	if _, err := s.Image().Apply(s.Image().Offset, recs); err != nil {
+	base := s.Image()
+	next, err := base.Apply(base.Offset, recs)
+	if err != nil {
 		return nil, err
 	}
 	payload, err := EncodeRecords(recs)
@@ -264,7 +311,7 @@ func (s *RaftStore) Commit(recs []Record) (*Image, error) {
 	deadline := time.Now().Add(s.cfg.CommitTimeout)
 	idx, err := s.toLeader(deadline, func(leader int32) (uint64, error) {
 		if leader == s.cfg.NodeID {
-			return s.proposeLocal(payload, deadline)
+			return s.proposeLocal(payload, base, next, deadline)
 		}
 		resp, err := s.forward(leader, forwardRequest{Kind: "commit", Records: payload}, deadline)
 		return resp.Index, err
@@ -356,12 +403,12 @@ func (s *RaftStore) toLeader(deadline time.Time, try func(leader int32) (uint64,
 	return 0, fmt.Errorf("metadata commit timed out after %v: %w", s.cfg.CommitTimeout, last)
 }
 
-// proposeLocal proposes one entry on this node and returns its index and apply outcome.
-func (s *RaftStore) proposeLocal(payload []byte, deadline time.Time) (uint64, error) {
+// proposeLocal proposes one entry on this node and returns its index and apply outcome; next
+// is what the records make of image base (see waiter).
+func (s *RaftStore) proposeLocal(payload []byte, base, next *Image, deadline time.Time) (uint64, error) {
 	id := NewUUID()
-	data := make([]byte, 0, len(id)+len(payload))
-	data = append(append(data, id[:]...), payload...)
-	w := make(chan error, 1)
+	data := entryData(id, payload)
+	w := &waiter{done: make(chan error, 1), base: base, next: next}
 	s.mu.Lock()
 	s.waiters[id] = w
 	s.mu.Unlock()
@@ -377,7 +424,7 @@ func (s *RaftStore) proposeLocal(payload []byte, deadline time.Time) (uint64, er
 		return 0, fmt.Errorf("propose metadata entry: %w", err)
 	}
 	select {
-	case err := <-w:
+	case err := <-w.done:
 		if err != nil {
 			return 0, err
 		}
@@ -389,14 +436,17 @@ func (s *RaftStore) proposeLocal(payload []byte, deadline time.Time) (uint64, er
 
 // waitApplied waits until the local image has applied index idx.
 func (s *RaftStore) waitApplied(idx uint64, deadline time.Time) error {
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
+	var t *time.Timer
 	for {
 		s.mu.Lock()
 		applied, ch := s.applied, s.appliedc
 		s.mu.Unlock()
 		if applied >= idx {
 			return nil
+		}
+		if t == nil {
+			t = time.NewTimer(time.Until(deadline))
+			defer t.Stop()
 		}
 		select {
 		case <-ch:
@@ -438,7 +488,9 @@ func (s *RaftStore) Close() error {
 
 func (s *RaftStore) closeListener() {
 	s.mux.Close()
-	s.ln.Close()
+	if s.ln != nil {
+		s.ln.Close()
+	}
 	s.mu.Lock()
 	s.lnClosed = true
 	for c := range s.conns {
@@ -446,6 +498,13 @@ func (s *RaftStore) closeListener() {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+}
+
+// entryData is the data of a metadata entry: the id of the request that proposed it, which
+// tells the proposer the outcome of applying it, then the encoded records.
+func entryData(id UUID, payload []byte) []byte {
+	data := make([]byte, 0, len(id)+len(payload))
+	return append(append(data, id[:]...), payload...)
 }
 
 // stateMachine is the RaftStore as Raft's StateMachine.
@@ -458,29 +517,44 @@ func (sm *stateMachine) Apply(e raft.Entry) error {
 	s := (*RaftStore)(sm)
 	var aerr error
 	var id UUID
+	var w *waiter
 	if len(e.Data) < len(id) {
 		aerr = fmt.Errorf("metadata entry %d: %d bytes, shorter than its request id", e.Index, len(e.Data))
 	} else {
 		copy(id[:], e.Data)
-		recs, err := DecodeRecords(e.Data[len(id):])
-		if err == nil {
-			var next *Image
-			if next, err = s.Image().Apply(int64(e.Index), recs); err == nil {
-				s.publish(next)
-			}
-		}
-		aerr = err
+		s.mu.Lock()
+		w = s.waiters[id]
+		s.mu.Unlock()
+		aerr = s.applyRecords(e, w)
 	}
 	if aerr != nil {
 		s.logger.Warn("metadata entry not applied", "index", e.Index, "err", aerr)
 	}
-	s.mu.Lock()
-	w := s.waiters[id]
-	s.mu.Unlock()
 	if w != nil {
-		w <- aerr
+		w.done <- aerr
 	}
 	s.setApplied(e.Index)
+	return nil
+}
+
+// applyRecords applies the records of entry e and publishes the image they make. For a local
+// proposal w whose image is still current, that image was already made.
+func (s *RaftStore) applyRecords(e raft.Entry, w *waiter) error {
+	im := s.Image()
+	if w != nil && w.base == im {
+		w.next.Offset = int64(e.Index)
+		s.publish(w.next)
+		return nil
+	}
+	recs, err := DecodeRecords(e.Data[len(UUID{}):])
+	if err != nil {
+		return err
+	}
+	next, err := im.Apply(int64(e.Index), recs)
+	if err != nil {
+		return err
+	}
+	s.publish(next)
 	return nil
 }
 
@@ -695,8 +769,10 @@ func (s *RaftStore) serveForward(body []byte) forwardResponse {
 	case "commit":
 		var recs []Record
 		if recs, err = DecodeRecords(req.Records); err == nil {
-			if _, err = s.Image().Apply(s.Image().Offset, recs); err == nil {
-				idx, err = s.proposeLocal(req.Records, time.Now().Add(s.cfg.CommitTimeout))
+			base := s.Image()
+			var next *Image
+			if next, err = base.Apply(base.Offset, recs); err == nil {
+				idx, err = s.proposeLocal(req.Records, base, next, time.Now().Add(s.cfg.CommitTimeout))
 			}
 		}
 	case "heartbeat":
@@ -723,7 +799,8 @@ func (s *RaftStore) serveForward(body []byte) forwardResponse {
 }
 
 // muxListener is the net.Listener Raft's transport accepts from: the controller listener's
-// connections that are not forwarded requests.
+// connections that are not forwarded requests. A quorum of this node alone has no controller
+// listener: its muxListener accepts nothing until closed.
 type muxListener struct {
 	addr  net.Addr
 	conns chan net.Conn
@@ -758,6 +835,16 @@ func (m *muxListener) deliver(c net.Conn) bool {
 		return false
 	}
 }
+
+// soleVoterAddr is the address of a quorum of this node alone, which has no controller
+// listener.
+type soleVoterAddr struct{}
+
+// Network names the address kind: no network.
+func (soleVoterAddr) Network() string { return "none" }
+
+// String says why there is no address.
+func (soleVoterAddr) String() string { return "sole voter, no controller listener" }
 
 // peekedConn is a connection whose first bytes were read into r; reads come from r first.
 type peekedConn struct {

@@ -244,6 +244,18 @@ func BenchmarkRaftStoreCommitForwarded(b *testing.B) {
 	benchCommit(b, true)
 }
 
+// BenchmarkRaftStoreCommitSoleVoter is the same commit on a single node: the sole voter of its
+// quorum, without a controller listener.
+func BenchmarkRaftStoreCommitSoleVoter(b *testing.B) {
+	s, err := OpenRaft(RaftConfig{NodeID: 1, Dir: b.TempDir(), ClusterID: "cid", Voters: map[int32]string{1: ""},
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	timeCommits(b, s)
+}
+
 func benchCommit(b *testing.B, follower bool) {
 	q := newQuorum(b, 3, 0)
 	l := q.leader()
@@ -256,6 +268,11 @@ func benchCommit(b *testing.B, follower bool) {
 			}
 		}
 	}
+	timeCommits(b, s)
+}
+
+// timeCommits commits b.N topics of one partition through s and reports p50/p99.
+func timeCommits(b *testing.B, s *RaftStore) {
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := range b.N {
@@ -339,4 +356,40 @@ func TestRaftStoreLearner(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "the restarted learner to follow", func() bool { return l.Image().Topics["after-restart"] != nil })
+}
+
+// TestRaftStoreSoleVoter runs the quorum of a single node: no controller listener, leading as
+// soon as it is open, committing and taking its own heartbeats, and back after a restart.
+func TestRaftStoreSoleVoter(t *testing.T) {
+	dir := t.TempDir()
+	s, err := openSoleVoter(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.IsLeader() || s.Leader() != 1 {
+		t.Fatalf("sole voter open but not leading (leader %d)", s.Leader())
+	}
+	if n := s.ListenAddr().Network(); n != "none" {
+		t.Fatalf("sole voter has a controller listener on %s %s", n, s.ListenAddr())
+	}
+	if _, err := s.Commit(topicRecords("a", 2)); err != nil {
+		t.Fatal(err)
+	}
+	inc := NewUUID()
+	if err := s.Heartbeat(1, inc); err != nil || s.Heartbeats()[1].Incarnation != inc {
+		t.Fatalf("heartbeat to itself: %v, heartbeats %v", err, s.Heartbeats())
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = openSoleVoter(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tp := s.Image().Topics["a"]; tp == nil || len(tp.Partitions) != 2 {
+		t.Fatalf("after a restart topic a is %+v", tp)
+	}
+	if _, err := OpenRaft(RaftConfig{NodeID: 1, Dir: t.TempDir(), Voters: map[int32]string{1: "", 2: "127.0.0.1:1"}}); err == nil {
+		t.Fatal("a voter without a controller listener opened as one of two")
+	}
 }
