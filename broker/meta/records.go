@@ -1,7 +1,3 @@
-// Package meta holds the cluster metadata: the records that change it, the immutable image they
-// build, and the Raft log that orders them (RaftStore). Every change of cluster state is a record
-// appended to the metadata log and applied to a new image that replaces the old one atomically;
-// readers never lock. A single node is a quorum of one voter on the same path as a cluster.
 package meta
 
 import (
