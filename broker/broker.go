@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,10 +24,6 @@ import (
 	"ringbroker/ring"
 	"ringbroker/wire"
 )
-
-// metadataDirName is where the metadata log lives inside the first log dir, as KRaft's
-// __cluster_metadata-0.
-const metadataDirName = "__cluster_metadata-0"
 
 // Broker is one ringbroker node: on a single node both broker and controller.
 type Broker struct {
@@ -372,47 +367,4 @@ func (b *Broker) backgroundLoop() {
 			}
 		}
 	}
-}
-
-// ensureMetaProperties reads or writes Kafka's meta.properties in dir (the storage format step,
-// done by itself on a single node) and returns the cluster id.
-func ensureMetaProperties(dir string, nodeID int32, want string) (string, error) {
-	path := filepath.Join(dir, "meta.properties")
-	data, err := os.ReadFile(path)
-	if err == nil {
-		props := map[string]string{}
-		for _, line := range strings.Split(string(data), "\n") {
-			if k, v, ok := cutProperty(strings.TrimSpace(line)); ok && !strings.HasPrefix(line, "#") {
-				props[k] = v
-			}
-		}
-		if id := props["node.id"]; id != strconv.Itoa(int(nodeID)) {
-			return "", fmt.Errorf("%s belongs to node.id %s, not %d", path, id, nodeID)
-		}
-		cid := props["cluster.id"]
-		if want != "" && cid != want {
-			return "", fmt.Errorf("%s has cluster.id %s, config says %s", path, cid, want)
-		}
-		if cid == "" {
-			return "", fmt.Errorf("%s has no cluster.id", path)
-		}
-		return cid, nil
-	}
-	if !os.IsNotExist(err) {
-		return "", fmt.Errorf("read %s: %w", path, err)
-	}
-	cid := want
-	if cid == "" {
-		cid = meta.NewUUID().String()
-	}
-	content := fmt.Sprintf("#\n#%s\nnode.id=%d\nversion=1\ncluster.id=%s\ndirectory.id=%s\n",
-		time.Now().UTC().Format(time.RFC1123), nodeID, cid, meta.NewUUID())
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
-		return "", fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return "", fmt.Errorf("rename %s: %w", tmp, err)
-	}
-	return cid, nil
 }
