@@ -10,14 +10,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"ringbroker/bench/benchtest"
+	"ringbroker/internal/brokertest"
 )
 
 // TestRunRingbroker drives the load generator against a real ringbroker
 // process, built from this module and shared by the subtests (one build).
 func TestRunRingbroker(t *testing.T) {
-	bin := benchtest.Build(t, t.TempDir())
-	b := benchtest.Start(t, bin, "auto")
+	bin := brokertest.Build(t, t.TempDir())
+	b := brokertest.Start(t, bin, "auto")
 	t.Run("FixedRate", func(t *testing.T) { testRunFixedRate(t, b) })
 	t.Run("MaxRate", func(t *testing.T) { testRunMaxRate(t, b) })
 	t.Run("StallShowsInLatency", func(t *testing.T) { testRunStallShowsInLatency(t, b) })
@@ -38,7 +38,7 @@ func testWorkload(rate float64) Workload {
 	return w
 }
 
-func testRunFixedRate(t *testing.T, b *benchtest.Broker) {
+func testRunFixedRate(t *testing.T, b *brokertest.Broker) {
 	var progress bytes.Buffer
 	w := testWorkload(1000)
 	res, err := Run(context.Background(), Options{
@@ -109,7 +109,7 @@ func testRunFixedRate(t *testing.T, b *benchtest.Broker) {
 	}
 }
 
-func testRunMaxRate(t *testing.T, b *benchtest.Broker) {
+func testRunMaxRate(t *testing.T, b *brokertest.Broker) {
 	w := testWorkload(0)
 	w.ConsumerPerSubscription = 1
 	w.KeyDistribution = KeyRandomNano
@@ -132,7 +132,7 @@ func testRunMaxRate(t *testing.T, b *benchtest.Broker) {
 // testRunStallShowsInLatency stops the broker process for a moment inside
 // the measured period. With open-loop pacing the records scheduled during the
 // stall carry their intended times, so the publish max is at least the stall.
-func testRunStallShowsInLatency(t *testing.T, b *benchtest.Broker) {
+func testRunStallShowsInLatency(t *testing.T, b *brokertest.Broker) {
 	const stall = 300 * time.Millisecond
 	w := testWorkload(500)
 	w.ProducersPerTopic = 1

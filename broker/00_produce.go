@@ -13,8 +13,9 @@ package broker
 // in-sync replica set is this broker). In group-commit mode (topic config flush.group.commit)
 // acks=1 and acks=-1 answer only once a shared fsync covers the appended batches; the handler
 // returns at once and the flusher goroutine sends the response (KAFKA_STORAGE_ERROR for a
-// partition whose fsync failed); acks=0 starts the fsync without waiting. v13 names topics by id. Runs on the ring goroutine: the
-// request's record bytes alias the receive buffer and are consumed before the handler returns.
+// partition whose fsync failed); acks=0 starts the fsync without waiting. v13 names topics by
+// id. Runs on a handler worker; the record bytes are the request frame itself, stamped in place
+// and written from there.
 
 import (
 	"errors"
@@ -31,7 +32,7 @@ import (
 	"ringbroker/wire"
 )
 
-var produceAPI = &api{key: kmsg.Produce, minVersion: 3, advertiseFromZero: true, maxVersion: 13, inline: true, handle: handleProduce}
+var produceAPI = &api{key: kmsg.Produce, minVersion: 3, advertiseFromZero: true, maxVersion: 13, handle: handleProduce}
 
 func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.ProduceRequest)
@@ -128,11 +129,7 @@ func ignoreSyncResult(error) {}
 // respondWhenDurable sends resp once every waited partition is fsynced. The callbacks run on
 // the logs' flusher goroutines; the last one to finish responds.
 func respondWhenDurable(rc *reqCtx, resp *kmsg.ProduceResponse, waits []durableWait) {
-	// The topic names alias the receive buffer, which is recycled when the handler returns; the
-	// response is encoded later.
-	for i := range resp.Topics {
-		resp.Topics[i].Topic = strings.Clone(resp.Topics[i].Topic)
-	}
+	// The topic names alias the request frame, which lives until the response is encoded.
 	var left atomic.Int32
 	left.Store(int32(len(waits)))
 	for _, w := range waits {
@@ -181,7 +178,7 @@ func (b *Broker) produceLimitsOf(topic *meta.Topic) produceLimits {
 	}
 	l.beforeMs, l.afterMs = limit("message.timestamp.before.max.ms"), limit("message.timestamp.after.max.ms")
 	policy, _ := b.cfg.effectiveTopicConfig(topic.Configs, "cleanup.policy")
-	l.compacted = contains(splitList(policy), "compact")
+	l.compacted = hasListItem(policy, "compact")
 	return l
 }
 
@@ -260,4 +257,17 @@ func appendErrorCode(err error) *kerr.Error {
 	default:
 		return kerr.KafkaStorageError
 	}
+}
+
+// hasListItem reports whether the comma-separated list holds item, as contains(splitList(list),
+// item) does, without allocating: Produce asks it for every topic of every request.
+func hasListItem(list, item string) bool {
+	for list != "" {
+		var s string
+		s, list, _ = strings.Cut(list, ",")
+		if strings.TrimSpace(s) == item {
+			return true
+		}
+	}
+	return false
 }

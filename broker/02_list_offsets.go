@@ -2,12 +2,15 @@ package broker
 
 // ListOffsets (key 2), versions 1-11.
 //
-// Timestamp -2 is the log start offset (earliest), -1 the high watermark (latest; the last
-// stable offset for read_committed, the same until transactions land), -4 the earliest local
-// offset (the log start: there is no tiered storage), -3 (max timestamp, v7+) the last offset of the
-// batch with the largest timestamp; a timestamp >= 0 finds the first batch whose max timestamp is at or after
-// it, through the time index. -5 and -6 (tiered-storage offsets, v9 and v11) answer -1 as Kafka
-// does without tiered storage. Partitions are checked against the client's current leader epoch.
+// Behavior: timestamp -2 is the log start offset (earliest), -1 the high watermark (latest; the
+// last stable offset for read_committed, the same until transactions land), -4 the earliest local
+// offset (the log start: there is no tiered storage); a timestamp >= 0 finds the first batch whose
+// max timestamp is at or after it, through the time index. Partitions are checked against the
+// client's current leader epoch.
+//
+// Version notes: v7 adds -3 (max timestamp), the last offset of the batch with the largest
+// timestamp; -5 and -6 (tiered-storage offsets, v9 and v11) answer -1 as Kafka does without
+// tiered storage.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -16,7 +19,7 @@ import (
 	"ringbroker/broker/meta"
 )
 
-var listOffsetsAPI = &api{key: kmsg.ListOffsets, minVersion: 1, maxVersion: 11, inline: true, handle: handleListOffsets}
+var listOffsetsAPI = &api{key: kmsg.ListOffsets, minVersion: 1, maxVersion: 11, handle: handleListOffsets}
 
 func handleListOffsets(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.ListOffsetsRequest)

@@ -2,12 +2,14 @@ package broker
 
 // Metadata (key 3), versions 0-13.
 //
-// Answers with the brokers, the cluster id, the controller and the requested topics (all topics
-// for a null list, or for an empty list before v1). Topics may be named or, from v10, given by
-// id. A named unknown topic is created when the request allows it (v4+, always before v4) and
+// Behavior: answers with the brokers, the cluster id, the controller and the requested topics (all
+// topics for a null list). A named unknown topic is created when the request allows it and
 // auto.create.topics.enable is set, with num.partitions and default.replication.factor; the
 // creation commits to the metadata log before the answer, so the answer already carries the new
 // partitions. Runs off the ring goroutine because auto-creation fsyncs the metadata log.
+//
+// Version notes: before v1 an empty topic list also means all topics; v4 adds the request's
+// allow-auto-creation flag (earlier versions always allow it); v10 names topics by id too.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -16,7 +18,7 @@ import (
 	"ringbroker/broker/meta"
 )
 
-var metadataAPI = &api{key: kmsg.Metadata, minVersion: 0, maxVersion: 13, handle: handleMetadata}
+var metadataAPI = &api{key: kmsg.Metadata, minVersion: 0, maxVersion: 13, keepsRequest: true, handle: handleMetadata}
 
 func handleMetadata(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.MetadataRequest)

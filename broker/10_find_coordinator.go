@@ -2,12 +2,14 @@ package broker
 
 // FindCoordinator (key 10), versions 0-6.
 //
-// Group keys (type 0) are coordinated by the leader of the group's __consumer_offsets partition,
-// abs(javaStringHash(group)) % partitions: this node on a single node, the broker the controller
-// placed the partition on in a cluster; the topic is created on first use, as Kafka does. v4+ batches keys. Transaction
-// keys (type 1) need the transaction coordinator, which is not built yet, and share keys (type 2)
-// the share coordinator: both get INVALID_REQUEST with a message saying so, which clients report
-// instead of retrying for ever.
+// Behavior: group keys (type 0) are coordinated by the leader of the group's __consumer_offsets
+// partition, abs(javaStringHash(group)) % partitions: this node on a single node, the broker the
+// controller placed the partition on in a cluster; the topic is created on first use, as Kafka
+// does. Transaction keys (type 1) need the transaction coordinator, which is not built yet, and
+// share keys (type 2) the share coordinator: both get INVALID_REQUEST with a message saying so,
+// which clients report instead of retrying for ever.
+//
+// Version notes: v4+ batches keys.
 
 import (
 	"net"
@@ -19,7 +21,7 @@ import (
 	"ringbroker/coord"
 )
 
-var findCoordinatorAPI = &api{key: kmsg.FindCoordinator, minVersion: 0, maxVersion: 6, handle: handleFindCoordinator}
+var findCoordinatorAPI = &api{key: kmsg.FindCoordinator, minVersion: 0, maxVersion: 6, keepsRequest: true, handle: handleFindCoordinator}
 
 func handleFindCoordinator(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.FindCoordinatorRequest)

@@ -2,13 +2,15 @@ package broker
 
 // ApiVersions (key 18), versions 0-5.
 //
-// Lists every API and version range from the API table. A request of a version above 5 never
-// reaches this handler: the connection layer answers it with UNSUPPORTED_VERSION in a v0 body so
-// the client can retry with a version it shares with us (KIP-511). The response header is always
-// v0, which wire.AppendResponse handles. From v3 the client software name and version must match
-// Kafka's pattern (INVALID_REQUEST otherwise); from v5 a client that names the cluster and node
-// it expects gets REBOOTSTRAP_REQUIRED when either is not us, and INVALID_REQUEST when it names
-// only one of them (KIP-1242).
+// Behavior: lists every API and version range from the API table. A request of a version above 5
+// never reaches this handler: the connection layer answers it with UNSUPPORTED_VERSION in a v0
+// body so the client can retry with a version it shares with us (KIP-511). The response header is
+// always v0, which wire.AppendResponse handles.
+//
+// Version notes: from v3 the client software name and version must match Kafka's pattern
+// (INVALID_REQUEST otherwise); from v5 a client that names the cluster and node it expects gets
+// REBOOTSTRAP_REQUIRED when either is not us, and INVALID_REQUEST when it names only one of them
+// (KIP-1242).
 
 import (
 	"regexp"
@@ -17,7 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-var apiVersionsAPI = &api{key: kmsg.ApiVersions, minVersion: 0, maxVersion: 5, inline: true, handle: handleAPIVersions}
+var apiVersionsAPI = &api{key: kmsg.ApiVersions, minVersion: 0, maxVersion: 5, handle: handleAPIVersions}
 
 // clientSoftwarePattern is Kafka's rule for ClientSoftwareName and ClientSoftwareVersion.
 var clientSoftwarePattern = regexp.MustCompile(`^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$`)

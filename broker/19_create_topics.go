@@ -2,19 +2,20 @@ package broker
 
 // CreateTopics (key 19), versions 2-7.
 //
-// Validates each topic (name, existence, '.'/'_' collisions, partitions, replication factor
-// against the registered brokers, manual assignments, configs) and commits it to the metadata
-// log; results are per topic, with Kafka's error codes and messages. validate_only checks
-// without committing. From v5 the response carries the partition count, replication factor and
-// configs, and from v7 the topic id. Replication factors above 1 are refused until data
-// replication lands.
+// Behavior: validates each topic (name, existence, '.'/'_' collisions, partitions, replication
+// factor against the registered brokers, manual assignments, configs) and commits it to the
+// metadata log; results are per topic, with Kafka's error codes and messages. validate_only checks
+// without committing. Replication factors above 1 are refused until data replication lands.
+//
+// Version notes: from v5 the response carries the partition count, replication factor and
+// configs, and from v7 the topic id.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-var createTopicsAPI = &api{key: kmsg.CreateTopics, minVersion: 2, maxVersion: 7, handle: handleCreateTopics}
+var createTopicsAPI = &api{key: kmsg.CreateTopics, minVersion: 2, maxVersion: 7, keepsRequest: true, handle: handleCreateTopics}
 
 func handleCreateTopics(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.CreateTopicsRequest)

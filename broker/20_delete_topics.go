@@ -2,10 +2,12 @@ package broker
 
 // DeleteTopics (key 20), versions 1-6.
 //
-// Deletes topics named, or from v6 given by id: one RemoveTopic record each in the metadata log,
-// after which the partitions' logs are closed and their directories removed (a directory left by
-// a crash in between is removed when a topic of the same name is created again). Internal topics
-// cannot be deleted.
+// Behavior: deletes topics: one RemoveTopic record each in the metadata log, after which the
+// partitions' logs are closed and their directories removed (a directory left by a crash in
+// between is removed when a topic of the same name is created again). Internal topics cannot be
+// deleted.
+//
+// Version notes: v6 names topics by name or by id.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -14,7 +16,7 @@ import (
 	"ringbroker/broker/meta"
 )
 
-var deleteTopicsAPI = &api{key: kmsg.DeleteTopics, minVersion: 1, maxVersion: 6, handle: handleDeleteTopics}
+var deleteTopicsAPI = &api{key: kmsg.DeleteTopics, minVersion: 1, maxVersion: 6, keepsRequest: true, handle: handleDeleteTopics}
 
 func handleDeleteTopics(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.DeleteTopicsRequest)

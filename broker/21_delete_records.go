@@ -2,14 +2,16 @@ package broker
 
 // DeleteRecords (key 21), versions 0-2.
 //
-// Moves each partition's log start offset (low watermark) up to the requested offset; -1 means
-// the high watermark. Records below it are no longer served: fetches there get
-// OFFSET_OUT_OF_RANGE, and the segments wholly below it are deleted by the next retention
-// check, as in Kafka. An offset past the high watermark (or below -1) is OFFSET_OUT_OF_RANGE, a
-// topic whose cleanup.policy lacks delete is POLICY_VIOLATION, an offset at or below the current
-// start changes nothing and reports the current low watermark. With one replica there is no
-// follower to wait for, so the timeout is not used. The log start offsets are checkpointed
-// before the response, so a restart keeps them. v2 is flexible.
+// Behavior: moves each partition's log start offset (low watermark) up to the requested offset; -1
+// means the high watermark. Records below it are no longer served: fetches there get
+// OFFSET_OUT_OF_RANGE, and the segments wholly below it are deleted by the next retention check,
+// as in Kafka. An offset past the high watermark (or below -1) is OFFSET_OUT_OF_RANGE, a topic
+// whose cleanup.policy lacks delete is POLICY_VIOLATION, an offset at or below the current start
+// changes nothing and reports the current low watermark. With one replica there is no follower to
+// wait for, so the timeout is not used. The log start offsets are checkpointed before the
+// response, so a restart keeps them.
+//
+// Version notes: v2 is flexible.
 
 import (
 	"errors"
@@ -20,7 +22,7 @@ import (
 	rlog "ringbroker/log"
 )
 
-var deleteRecordsAPI = &api{key: kmsg.DeleteRecords, minVersion: 0, maxVersion: 2, handle: handleDeleteRecords}
+var deleteRecordsAPI = &api{key: kmsg.DeleteRecords, minVersion: 0, maxVersion: 2, keepsRequest: true, handle: handleDeleteRecords}
 
 // deleteRecordsHighWatermark is the offset that asks to delete everything below the high
 // watermark (DeleteRecordsRequest.HIGH_WATERMARK).

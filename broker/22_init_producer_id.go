@@ -2,13 +2,14 @@ package broker
 
 // InitProducerId (key 22), versions 0-5.
 //
-// For idempotent producers (no transactional id) hands out a new producer id with epoch 0, as
-// Kafka does, including when the request carries an existing id and epoch (KIP-360): the old
-// id's state is then simply never used again. Ids come from blocks of producerIDBlockSize
-// reserved in the metadata log, so ids never repeat across restarts. A transactional id needs the
-// transaction coordinator, which is not built yet: such requests get UNSUPPORTED_VERSION, which
-// every client reports as fatal at once instead of retrying against a coordinator that never
-// appears.
+// Behavior: for idempotent producers (no transactional id) hands out a new producer id with epoch
+// 0, as Kafka does. Ids come from blocks of producerIDBlockSize reserved in the metadata log, so
+// ids never repeat across restarts. A transactional id needs the transaction coordinator, which is
+// not built yet: such requests get UNSUPPORTED_VERSION, which every client reports as fatal at
+// once instead of retrying against a coordinator that never appears.
+//
+// Version notes: v3 adds the existing producer id and epoch (KIP-360); a new id is handed out
+// then too, and the old id's state is simply never used again.
 
 import (
 	"sync"
@@ -19,7 +20,7 @@ import (
 	"ringbroker/broker/meta"
 )
 
-var initProducerIDAPI = &api{key: kmsg.InitProducerID, minVersion: 0, maxVersion: 5, handle: handleInitProducerID}
+var initProducerIDAPI = &api{key: kmsg.InitProducerID, minVersion: 0, maxVersion: 5, keepsRequest: true, handle: handleInitProducerID}
 
 // producerIDBlockSize is how many producer ids one metadata record reserves, as KRaft's
 // ProducerIdsRecord blocks of 1000.

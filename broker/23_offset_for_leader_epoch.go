@@ -2,17 +2,19 @@ package broker
 
 // OffsetForLeaderEpoch (key 23), versions 2-4.
 //
-// Returns, for a requested leader epoch, the largest epoch not above it and the end offset of
-// that epoch from the log's leader-epoch cache; the Java consumer sends it to validate its
-// position after a leader change. The client's current leader epoch is checked first. Follower
-// requests (replica id >= 0, v3+) have no followers to serve yet and are refused.
+// Behavior: returns, for a requested leader epoch, the largest epoch not above it and the end
+// offset of that epoch from the log's leader-epoch cache; the Java consumer sends it to validate
+// its position after a leader change. The client's current leader epoch is checked first.
+//
+// Version notes: v3 adds the replica id; follower requests (replica id >= 0) have no followers to
+// serve yet and are refused.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-var offsetForLeaderEpochAPI = &api{key: kmsg.OffsetForLeaderEpoch, minVersion: 2, maxVersion: 4, inline: true, handle: handleOffsetForLeaderEpoch}
+var offsetForLeaderEpochAPI = &api{key: kmsg.OffsetForLeaderEpoch, minVersion: 2, maxVersion: 4, handle: handleOffsetForLeaderEpoch}
 
 func handleOffsetForLeaderEpoch(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.OffsetForLeaderEpochRequest)

@@ -2,12 +2,14 @@ package broker
 
 // DescribeConfigs (key 32), versions 1-4.
 //
-// Topic resources list every topic config Kafka describes (topicConfigDefs), with the topic's
-// override (DYNAMIC_TOPIC_CONFIG) or the broker default (DEFAULT_CONFIG), synonyms when asked,
-// and config types from v3. Broker resources (by node id) list the broker configs this node
-// runs with (brokerConfigDefs, but synonyms and ignored keys), read-only: STATIC_BROKER_CONFIG
-// for keys set in server.properties or by an override, DEFAULT_CONFIG for the rest. Dynamic
-// broker configs and broker loggers are not supported and say so.
+// Behavior: topic resources list every topic config Kafka describes (topicConfigDefs), with the
+// topic's override (DYNAMIC_TOPIC_CONFIG) or the broker default (DEFAULT_CONFIG), and synonyms
+// when asked. Broker resources (by node id) list the broker configs this node runs with
+// (brokerConfigDefs, but synonyms and ignored keys), read-only: STATIC_BROKER_CONFIG for keys
+// set in server.properties or by an override, DEFAULT_CONFIG for the rest. Dynamic broker
+// configs and broker loggers are not supported and say so.
+//
+// Version notes: v3 adds config types (documentation is not sent); v4 is flexible.
 
 import (
 	"strconv"
@@ -23,7 +25,7 @@ const (
 	sourceDefault      = kmsg.ConfigSourceDefaultConfig
 )
 
-var describeConfigsAPI = &api{key: kmsg.DescribeConfigs, minVersion: 1, maxVersion: 4, inline: true, handle: handleDescribeConfigs}
+var describeConfigsAPI = &api{key: kmsg.DescribeConfigs, minVersion: 1, maxVersion: 4, handle: handleDescribeConfigs}
 
 func handleDescribeConfigs(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.DescribeConfigsRequest)

@@ -2,9 +2,11 @@ package broker
 
 // CreatePartitions (key 37), versions 0-3.
 //
-// Raises a topic's partition count; the new partitions are placed on the registered brokers or
-// where the request's assignment says. A count not above the current one is INVALID_PARTITIONS,
-// as in Kafka. validate_only checks without committing.
+// Behavior: raises a topic's partition count; the new partitions are placed on the registered
+// brokers or where the request's assignment says. A count not above the current one is
+// INVALID_PARTITIONS, as in Kafka. validate_only checks without committing.
+//
+// Version notes: v2 is flexible; v1 and v3 are the same as the versions before them.
 
 import (
 	"fmt"
@@ -15,7 +17,7 @@ import (
 	"ringbroker/broker/meta"
 )
 
-var createPartitionsAPI = &api{key: kmsg.CreatePartitions, minVersion: 0, maxVersion: 3, handle: handleCreatePartitions}
+var createPartitionsAPI = &api{key: kmsg.CreatePartitions, minVersion: 0, maxVersion: 3, keepsRequest: true, handle: handleCreatePartitions}
 
 func handleCreatePartitions(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.CreatePartitionsRequest)

@@ -2,11 +2,13 @@ package broker
 
 // IncrementalAlterConfigs (key 44), versions 0-1.
 //
-// Topic configs: SET, DELETE, APPEND and SUBTRACT (the last two for list configs such as
+// Behavior: topic configs: SET, DELETE, APPEND and SUBTRACT (the last two for list configs such as
 // cleanup.policy), validated like CreateTopics, committed as Config records in the metadata log.
 // validate_only checks without committing. Once committed, the new configuration is applied to
 // the topic's open logs (retention, segment, flush and group-commit settings take effect live).
 // Dynamic broker configs are not supported yet and are refused with INVALID_REQUEST.
+//
+// Version notes: v1 is flexible.
 
 import (
 	"strings"
@@ -17,7 +19,7 @@ import (
 	"ringbroker/broker/meta"
 )
 
-var incrementalAlterConfigsAPI = &api{key: kmsg.IncrementalAlterConfigs, minVersion: 0, maxVersion: 1, handle: handleIncrementalAlterConfigs}
+var incrementalAlterConfigsAPI = &api{key: kmsg.IncrementalAlterConfigs, minVersion: 0, maxVersion: 1, keepsRequest: true, handle: handleIncrementalAlterConfigs}
 
 // The IncrementalAlterConfigs operations.
 const (

@@ -2,16 +2,18 @@ package broker
 
 // DescribeCluster (key 60), versions 0-2.
 //
-// The registered brokers, the cluster id and the controller (this node on a single node). Only
-// the broker endpoint type (1) is served; v2's fenced flag is always false until brokers
-// heartbeat to a quorum.
+// Behavior: the registered brokers, the cluster id and the controller (this node on a single
+// node).
+//
+// Version notes: v1 adds the endpoint type, of which only brokers (1) are served; v2's fenced flag
+// is always false until brokers heartbeat to a quorum.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-var describeClusterAPI = &api{key: kmsg.DescribeCluster, minVersion: 0, maxVersion: 2, inline: true, handle: handleDescribeCluster}
+var describeClusterAPI = &api{key: kmsg.DescribeCluster, minVersion: 0, maxVersion: 2, handle: handleDescribeCluster}
 
 // clusterAllOperations is the authorized-operations bit set for the cluster with every operation
 // allowed: CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, ALTER,

@@ -2,9 +2,11 @@ package broker
 
 // DescribeTopicPartitions (key 75), version 0.
 //
-// Topics with their partitions, leaders, epochs, replicas and ISR, in name order, paginated by
-// the response partition limit and the cursor (topic name and first partition) as Kafka does;
-// kafka-topics --describe uses it. An empty topic list describes every topic.
+// Behavior: topics with their partitions, leaders, epochs, replicas and ISR, in name order,
+// paginated by the response partition limit and the cursor (topic name and first partition) as
+// Kafka does; kafka-topics --describe uses it. An empty topic list describes every topic.
+//
+// Version notes: only v0 exists.
 
 import (
 	"sort"
@@ -13,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-var describeTopicPartitionsAPI = &api{key: kmsg.DescribeTopicPartitions, minVersion: 0, maxVersion: 0, inline: true, handle: handleDescribeTopicPartitions}
+var describeTopicPartitionsAPI = &api{key: kmsg.DescribeTopicPartitions, minVersion: 0, maxVersion: 0, handle: handleDescribeTopicPartitions}
 
 // defaultPartitionLimit bounds the partitions of one response when the client asks for more.
 const defaultPartitionLimit = 2000

@@ -15,15 +15,13 @@ type api struct {
 	// advertiseFromZero lists the API from version 0 in ApiVersions although versions below
 	// minVersion are refused (Produce, see 00_produce.go).
 	advertiseFromZero bool
-	// inline handlers run on the connection's ring goroutine and finish with the request frame
-	// before they return (they may still respond later); the others run on their own goroutine
-	// with a private copy of the request, because they block (metadata commits, fsync).
-	inline bool
-	// copyRequest decodes an inline request into memory of its own (kmsg's ReadFrom), for
-	// handlers that keep the request after returning (a parked Fetch).
-	copyRequest bool
-	// handle must eventually complete rc exactly once (respond, respondBuffers, noResponse or
-	// closeConn).
+	// keepsRequest says the API's code keeps request data after answering (names stored in
+	// the metadata image, group state): its requests are decoded into memory of their own.
+	// Otherwise decoded requests alias the request frame, which lives until the request is
+	// answered.
+	keepsRequest bool
+	// handle runs on a handler worker and may block; it must eventually complete rc exactly
+	// once (respond, respondPieces, noResponse or closeConn), before or after it returns.
 	handle func(b *Broker, rc *reqCtx, req kmsg.Request)
 }
 

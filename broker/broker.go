@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -20,6 +21,7 @@ import (
 
 	"ringbroker/broker/meta"
 	"ringbroker/coord"
+	"ringbroker/internal/mempool"
 	rlog "ringbroker/log"
 	"ringbroker/ring"
 	"ringbroker/wire"
@@ -53,7 +55,14 @@ type Broker struct {
 	groupsLoadMu sync.Mutex
 	groupsLoaded map[int32]bool
 
-	servers    []*ring.Server
+	servers []*ring.Server
+	// reqPool is the request memory pool (queued.max.request.bytes): every request frame is
+	// received into a buffer from it and returns there once answered.
+	reqPool *mempool.Pool
+	// handlers run the requests (num.io.threads); purgatory holds the ones that wait.
+	handlers   *handlerPool
+	purgatory  *purgatory
+	pprofSrv   *http.Server
 	metrics    *brokerMetrics
 	metricsSrv *http.Server
 	metricsLn  net.Listener
@@ -71,6 +80,16 @@ type Broker struct {
 	closing atomic.Bool
 	stop    chan struct{}
 	bg      sync.WaitGroup
+}
+
+// requestPoolRetain is how much returned request memory the pool keeps for reuse: up to
+// 64 MiB, less under a smaller queued.max.request.bytes.
+func requestPoolRetain(limit int64) int64 {
+	const most = 64 << 20
+	if limit > 0 {
+		return min(limit, most)
+	}
+	return most
 }
 
 // startupState is what the previous run left in the log dir.
@@ -102,6 +121,8 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 	b := &Broker{cfg: cfg, logger: logger, metrics: newBrokerMetrics(), apis: newAPITable(),
 		codecs: wire.NewCodecs(), groupsLoaded: map[int32]bool{},
 		cleaner:      rlog.NewCleaner(rlog.CleanerConfig{Logger: logger}),
+		reqPool:      mempool.New(max(cfg.QueuedMaxRequestBytes, 0), requestPoolRetain(cfg.QueuedMaxRequestBytes)),
+		purgatory:    newPurgatory(),
 		imageChanged: make(chan struct{}, 1), incarnation: meta.NewUUID()}
 	if _, err := raiseNoFileLimit(logger); err != nil {
 		logger.Warn("open-file limit unchanged", "err", err)
@@ -172,6 +193,11 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 // Start opens the listeners and the metrics endpoint, and registers this broker in the metadata
 // log with its advertised address.
 func (b *Broker) Start() error {
+	loops := b.cfg.Rings
+	if loops <= 0 {
+		loops = runtime.NumCPU()
+	}
+	b.handlers = newHandlerPool(b.cfg.NumIOThreads, loops, b.cfg.PinCPUs)
 	for i, l := range b.cfg.Listeners {
 		backend, err := ring.ParseBackend(b.cfg.IO)
 		if err != nil {
@@ -183,6 +209,7 @@ func (b *Broker) Start() error {
 			Rings:           b.cfg.Rings,
 			PinCPUs:         b.cfg.PinCPUs,
 			SendZCThreshold: b.cfg.SendZCThreshold,
+			Wait:            ring.WaitMode(b.cfg.UringWait),
 			Logger:          b.logger,
 		}, &connHandler{b: b})
 		if err != nil {
@@ -190,6 +217,10 @@ func (b *Broker) Start() error {
 			return fmt.Errorf("listen %s: %w", l, err)
 		}
 		b.servers = append(b.servers, srv)
+		if srv.Backend() == ring.Netpoll {
+			// One event loop: its connections' requests may run on any worker.
+			b.handlers.flatten()
+		}
 		if l.Port == 0 {
 			// Port 0 picked a port; advertise the one actually bound.
 			_, p, _ := net.SplitHostPort(srv.Addr().String())
@@ -220,6 +251,15 @@ func (b *Broker) Start() error {
 		b.metricsSrv = &http.Server{Handler: b.metrics.handler(b), ReadHeaderTimeout: 5 * time.Second}
 		go b.metricsSrv.Serve(ln)
 		b.logger.Info("metrics", "addr", ln.Addr().String())
+	}
+	if b.cfg.PprofListen != "" {
+		srv, addr, err := servePprof(b.cfg.PprofListen)
+		if err != nil {
+			b.stopServers(context.Background())
+			return err
+		}
+		b.pprofSrv = srv
+		b.logger.Info("pprof", "addr", addr)
 	}
 	b.cleaner.Start()
 	return nil
@@ -282,6 +322,13 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	if b.metricsSrv != nil {
 		b.metricsSrv.Shutdown(ctx)
 	}
+	if b.pprofSrv != nil {
+		b.pprofSrv.Shutdown(ctx)
+	}
+	if b.handlers != nil {
+		b.handlers.close()
+	}
+	b.purgatory.close()
 	close(b.stop)
 	b.bg.Wait()
 	b.groups.Close()

@@ -64,59 +64,69 @@ func forBackends(t *testing.T, fn func(t *testing.T, io string)) {
 
 func TestProduceFetchRoundTrip(t *testing.T) {
 	forBackends(t, func(t *testing.T, io string) {
-		b := startBroker(t, io, t.TempDir())
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		adm := kadm.NewClient(newClient(t, b))
-		if _, err := adm.CreateTopic(ctx, 4, 1, nil, "rt"); err != nil {
-			t.Fatal(err)
-		}
-		cl := newClient(t, b, kgo.DefaultProduceTopic("rt"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
-		const n = 2000
-		for i := 0; i < n; i++ {
-			cl.Produce(ctx, &kgo.Record{Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprintf("value-%d", i)),
-				Headers: []kgo.RecordHeader{{Key: "h", Value: []byte{byte(i)}}}}, func(_ *kgo.Record, err error) {
-				if err != nil {
-					t.Errorf("produce: %v", err)
-				}
+		for _, sendfile := range []bool{false, true} {
+			t.Run(fmt.Sprintf("io.fetch.sendfile=%v", sendfile), func(t *testing.T) {
+				testProduceFetchRoundTrip(t, io, fmt.Sprintf("io.fetch.sendfile=%v", sendfile))
 			})
-		}
-		if err := cl.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
-		consumer := newClient(t, b, kgo.ConsumeTopics("rt"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-		seen := map[string]bool{}
-		lastOffset := map[int32]int64{}
-		for len(seen) < n {
-			fs := consumer.PollFetches(ctx)
-			if err := fs.Err0(); err != nil {
-				t.Fatalf("poll: %v", err)
-			}
-			fs.EachRecord(func(r *kgo.Record) {
-				k := string(r.Key)
-				if seen[k] {
-					t.Errorf("duplicate key %s", k)
-				}
-				seen[k] = true
-				if string(r.Value) != "value-"+k || len(r.Headers) != 1 {
-					t.Errorf("record %s: value %q headers %v", k, r.Value, r.Headers)
-				}
-				if last, ok := lastOffset[r.Partition]; ok && r.Offset != last+1 {
-					t.Errorf("partition %d: offset %d after %d", r.Partition, r.Offset, last)
-				}
-				lastOffset[r.Partition] = r.Offset
-			})
-		}
-		offs, err := adm.ListEndOffsets(ctx, "rt")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var total int64
-		offs.Each(func(o kadm.ListedOffset) { total += o.Offset })
-		if total != n {
-			t.Fatalf("end offsets sum %d, want %d", total, n)
 		}
 	})
+}
+
+// testProduceFetchRoundTrip produces 2000 records with keys, values and headers over 4
+// partitions and consumes them back, each once and in offset order.
+func testProduceFetchRoundTrip(t *testing.T, io string, overrides ...string) {
+	b := startBroker(t, io, t.TempDir(), overrides...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(newClient(t, b))
+	if _, err := adm.CreateTopic(ctx, 4, 1, nil, "rt"); err != nil {
+		t.Fatal(err)
+	}
+	cl := newClient(t, b, kgo.DefaultProduceTopic("rt"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	const n = 2000
+	for i := 0; i < n; i++ {
+		cl.Produce(ctx, &kgo.Record{Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprintf("value-%d", i)),
+			Headers: []kgo.RecordHeader{{Key: "h", Value: []byte{byte(i)}}}}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				t.Errorf("produce: %v", err)
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	consumer := newClient(t, b, kgo.ConsumeTopics("rt"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	seen := map[string]bool{}
+	lastOffset := map[int32]int64{}
+	for len(seen) < n {
+		fs := consumer.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatalf("poll: %v", err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			k := string(r.Key)
+			if seen[k] {
+				t.Errorf("duplicate key %s", k)
+			}
+			seen[k] = true
+			if string(r.Value) != "value-"+k || len(r.Headers) != 1 {
+				t.Errorf("record %s: value %q headers %v", k, r.Value, r.Headers)
+			}
+			if last, ok := lastOffset[r.Partition]; ok && r.Offset != last+1 {
+				t.Errorf("partition %d: offset %d after %d", r.Partition, r.Offset, last)
+			}
+			lastOffset[r.Partition] = r.Offset
+		})
+	}
+	offs, err := adm.ListEndOffsets(ctx, "rt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	offs.Each(func(o kadm.ListedOffset) { total += o.Offset })
+	if total != n {
+		t.Fatalf("end offsets sum %d, want %d", total, n)
+	}
 }
 
 func TestCreateTopicErrors(t *testing.T) {

@@ -32,19 +32,26 @@ type Config struct {
 	Rings               int      // io.rings (ringbroker's own): 0 = one per core
 	SendZCThreshold     int      // io.send.zc.threshold.bytes (ringbroker's own)
 	PinCPUs             bool     // io.pin.cpus (ringbroker's own): pin each ring's thread to a CPU
-	ClusterID           string   // cluster.id (ringbroker's own; Kafka takes it from the storage format step)
-
+	// FetchSendfile (io.fetch.sendfile, ringbroker's own) writes Fetch record data with
+	// sendfile from the page cache instead of sendmsg from the mapped segment; off by default,
+	// as sendmsg costs less CPU on loopback (ring's BenchmarkSendFileVsMmap).
+	FetchSendfile bool
+	// UringWait (io.uring.wait, ringbroker's own) is how io_uring loops block: handoff (the
+	// default) gives the loop's Go P to another thread first, syscall keeps it.
+	UringWait string
+	ClusterID string // cluster.id (ringbroker's own; Kafka takes it from the storage format step)
 	// QueuedMaxRequestBytes (queued.max.request.bytes) bounds the memory of requests read and
-	// not yet answered, over all connections; -1 means no bound.
+	// not yet answered, over all connections; connections that need more wait (muted) until
+	// memory returns. -1 is unbounded, as Kafka's default; ringbroker's default is 256 MiB.
 	QueuedMaxRequestBytes int64
-	// NumIOThreads (num.io.threads) is the number of handler workers in total, spread over
-	// the rings.
+	// NumIOThreads (num.io.threads) is the number of handler workers, spread over the rings.
 	NumIOThreads int
 	// MaxInflightPerConn (max.inflight.requests.per.connection, ringbroker's own) is how many
 	// requests of one connection may be read and not yet answered before the broker stops
 	// reading from it.
 	MaxInflightPerConn int
-	// PprofListen (pprof.listen, ringbroker's own) is where net/http/pprof is served; "" is off.
+	// PprofListen (pprof.listen, ringbroker's own) serves Go's net/http/pprof profiles there;
+	// "" (the default) disables it.
 	PprofListen string
 
 	OffsetsPartitions          int32         // offsets.topic.num.partitions
@@ -164,6 +171,16 @@ type brokerConfigDef struct {
 
 // intRule is an extra rule on an integer value.
 type intRule func(n int64) error
+
+// inRange refuses values outside [lo, hi].
+func inRange(lo, hi int64) intRule {
+	return func(n int64) error {
+		if n < lo || n > hi {
+			return fmt.Errorf("must be in %d..%d", lo, hi)
+		}
+		return nil
+	}
+}
 
 // atLeast refuses values below lo.
 func atLeast(lo int64) intRule {
@@ -351,17 +368,17 @@ var brokerConfigDefs = []brokerConfigDef{
 	intDef("socket.request.max.bytes", kindInt, "104857600", func(c *Config) *int { return &c.SocketRequestMax }, nil,
 		"the largest request frame; a larger one closes the connection"),
 	intDef("queued.max.request.bytes", kindLong, "268435456", func(c *Config) *int64 { return &c.QueuedMaxRequestBytes }, positiveOrUnbounded,
-		"bytes of request memory for all connections together; -1 is unbounded"),
-	intDef("num.io.threads", kindInt, "8", func(c *Config) *int { return &c.NumIOThreads }, atLeast(1),
-		"handler workers in total, spread over the rings"),
-	intDef("max.inflight.requests.per.connection", kindInt, "5", func(c *Config) *int { return &c.MaxInflightPerConn }, atLeast(1),
-		"ringbroker's own: requests of one connection read but not yet answered before the broker stops reading from it"),
+		"the memory for requests read and not yet answered, over all connections; a connection that needs memory stops reading until some returns. -1 is unbounded, Kafka's default"),
+	intDef("num.io.threads", kindInt, "8", func(c *Config) *int { return &c.NumIOThreads }, inRange(1, 1024),
+		"handler workers, spread over the rings"),
+	intDef("max.inflight.requests.per.connection", kindInt, "5", func(c *Config) *int { return &c.MaxInflightPerConn }, inRange(1, 1<<20),
+		"ringbroker's own: requests read from one connection whose responses are not yet written, before the broker stops reading from it"),
 	intDef("message.max.bytes", kindInt, "1048588", func(c *Config) *int32 { return &c.MessageMaxBytes }, nil,
 		"the largest record batch a topic takes by default (topic config max.message.bytes)"),
 	stringDef("metrics.listen", "127.0.0.1:9644", func(c *Config) *string { return &c.MetricsListen }, nil,
 		"ringbroker's own: host:port of the Prometheus metrics endpoint; empty disables it"),
 	stringDef("pprof.listen", "", func(c *Config) *string { return &c.PprofListen }, nil,
-		"ringbroker's own: host:port to serve net/http/pprof on; empty is off"),
+		"ringbroker's own: host:port to serve Go's /debug/pprof/ on, for go tool pprof; empty is off"),
 	stringDef("io.backend", "auto", func(c *Config) *string { return &c.IO }, checkBackend,
 		"ringbroker's own: auto (io_uring where the kernel allows it, else netpoll), uring or netpoll"),
 	intDef("io.rings", kindInt, "0", func(c *Config) *int { return &c.Rings }, nil,
@@ -369,7 +386,11 @@ var brokerConfigDefs = []brokerConfigDef{
 	intDef("io.send.zc.threshold.bytes", kindInt, "0", func(c *Config) *int { return &c.SendZCThreshold }, nil,
 		"ringbroker's own: sends of at least this many bytes use SEND_ZC on io_uring; 0 is 64 KiB, negative never"),
 	boolDef("io.pin.cpus", "false", func(c *Config) *bool { return &c.PinCPUs },
-		"ringbroker's own: pin each ring's thread to one CPU"),
+		"ringbroker's own: pin each ring's thread, and its handler workers, to one CPU"),
+	stringDef("io.uring.wait", "", func(c *Config) *string { return &c.UringWait }, checkWaitMode,
+		"ringbroker's own: handoff (unset: the default) gives a ring's Go scheduler slot to another thread before it blocks; syscall keeps it"),
+	boolDef("io.fetch.sendfile", "false", func(c *Config) *bool { return &c.FetchSendfile },
+		"ringbroker's own: false sends Fetch data with sendmsg from the mapped segment, whose pages are unmapped once sent; true uses sendfile"),
 	stringDef("cluster.id", "", func(c *Config) *string { return &c.ClusterID }, nil,
 		"ringbroker's own: the cluster id an unformatted log dir is formatted with (Kafka takes it from the format step); empty: a new one on a single node"),
 	intDef("log.segment.bytes", kindInt, "1073741824", func(c *Config) *int64 { return &c.SegmentBytes }, nil,
@@ -528,6 +549,11 @@ func nonEmpty(items []string) error {
 
 func checkBackend(val string) error {
 	_, err := ring.ParseBackend(val)
+	return err
+}
+
+func checkWaitMode(val string) error {
+	_, err := ring.ParseWaitMode(val)
 	return err
 }
 

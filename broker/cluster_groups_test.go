@@ -9,6 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/internal/testutil"
 )
 
 // TestClusterGroupCoordinator consumes in a consumer group through a 3-node cluster: every node
@@ -38,7 +40,7 @@ func TestClusterGroupCoordinator(t *testing.T) {
 		req := kmsg.NewPtrFindCoordinatorRequest()
 		req.CoordinatorKey = "cluster-group"
 		var resp *kmsg.FindCoordinatorResponse
-		waitUntil(t, 30*time.Second, func() error {
+		testutil.WaitFor(t, 30*time.Second, func() error {
 			raw, err := cl.Broker(int(b.cfg.NodeID)).Request(ctx, req)
 			if err != nil {
 				return err

@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/internal/testutil"
 )
 
 // TestCompactedTopic produces overwritten keys and a tombstone with zstd to a compacted topic,
@@ -63,7 +65,7 @@ func TestCompactedTopic(t *testing.T) {
 		p := b.parts.Load().lookup(topic, 0)
 		sizeBefore := p.log.Size()
 		b.cleaner.Wake()
-		waitUntil(t, 20*time.Second, func() error {
+		testutil.WaitFor(t, 20*time.Second, func() error {
 			if size := p.log.Size(); size > sizeBefore/2 {
 				return fmt.Errorf("log holds %d bytes, %d before cleaning", size, sizeBefore)
 			}

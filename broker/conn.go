@@ -5,16 +5,28 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringbroker/internal/mpsc"
 	"ringbroker/ring"
 	"ringbroker/wire"
 )
 
-// connHandler adapts the broker to ring.Handler: it assembles frames, decodes requests, runs
-// their handlers and writes responses back in request order.
+// fillMinBytes is the smallest rest of a frame received straight into its buffer (Next.Fill)
+// instead of through the event loop's receive buffers.
+const fillMinBytes = 16 << 10
+
+// requestBudget is how many requests of one connection a worker runs before it lets the
+// other connections queued on it have a turn.
+const requestBudget = 16
+
+// connHandler adapts the broker to ring.Handler. On the event loop it only splits the stream
+// into frames, each received into a buffer of its own from the request memory pool, and queues
+// them; handler workers decode and run them, one request of a connection at a time, and
+// responses go out in request order.
 type connHandler struct{ b *Broker }
 
 // connState is the per-connection state kept in ring.Conn's context.
@@ -22,9 +34,28 @@ type connState struct {
 	b      *Broker
 	c      ring.Conn
 	frames *wire.FrameReader
+	// alloc and resume are FrameAlloc and a pool wake-up bound once, so feeding allocates
+	// nothing.
+	alloc  wire.FrameAlloc
+	resume func()
 
-	// nextSeq numbers requests as they arrive; it is touched only by the connection's reader.
+	// nextSeq numbers requests as they arrive; it is touched only by the event loop.
 	nextSeq uint64
+	// inflight counts requests read whose response is not yet written to the socket (or
+	// dropped, for requests without one). At maxInflight the connection stops reading until a
+	// response goes out (Kafka mutes a channel until its response is sent), so a client that
+	// pipelines without reading its responses holds at most maxInflight of them.
+	inflight    atomic.Int32
+	maxInflight int32
+
+	// The run queue: frames read, in order, that a worker has not yet started.
+	qmu sync.Mutex
+	// reqs[reqHead:] are the queued frames (guarded by qmu); the slice is reused from its start
+	// once empty, so queueing allocates nothing at steady state.
+	reqs      []queuedFrame
+	reqHead   int
+	scheduled bool // guarded by qmu: the connection is queued on a worker or running
+	node      mpsc.Node[task]
 
 	mu sync.Mutex
 	// sendSeq is the sequence number of the next response to send; responses that finish early
@@ -34,25 +65,64 @@ type connState struct {
 	closed  bool
 }
 
+// queuedFrame is one request frame waiting for a worker, owned by the connection until it is
+// answered; the frame's memory returns to the pool then.
+type queuedFrame struct {
+	seq   uint64
+	frame []byte
+}
+
 // outgoing is one finished response waiting for its turn.
 type outgoing struct {
-	bufs [][]byte // nil: the request has no response (acks=0)
-	done func()
+	pieces []ring.Piece // nil: the request has no response (acks=0)
+	done   func()
+	close  bool // close the connection once this response (if any) is written
 }
 
 func (h *connHandler) OnOpen(c ring.Conn) {
-	cs := &connState{b: h.b, c: c, pending: map[uint64]outgoing{}, frames: wire.NewFrameReader(int32(h.b.cfg.SocketRequestMax))}
+	b := h.b
+	cs := &connState{b: b, c: c, pending: map[uint64]outgoing{}, maxInflight: int32(b.cfg.MaxInflightPerConn)}
+	cs.resume = c.Resume
+	cs.alloc = func(n int) []byte { return b.reqPool.GetOrWait(n, cs.resume) }
+	cs.frames = wire.NewFrameReader(int32(b.cfg.SocketRequestMax), cs.alloc)
 	c.SetContext(cs)
-	h.b.metrics.connOpened()
+	b.metrics.connOpened()
 }
 
-func (h *connHandler) OnData(c ring.Conn, data []byte) error {
+func (h *connHandler) OnData(c ring.Conn, data []byte) (ring.Next, error) {
 	cs := c.Context().(*connState)
-	return cs.frames.Feed(data, cs.onFrame)
+	n, err := cs.frames.Feed(data, cs.onFrame)
+	if err != nil {
+		return ring.Next{}, err
+	}
+	return cs.next(n, len(data)), nil
+}
+
+func (h *connHandler) OnFilled(c ring.Conn) (ring.Next, error) {
+	cs := c.Context().(*connState)
+	if err := cs.frames.Filled(len(cs.frames.Tail()), cs.onFrame); err != nil {
+		return ring.Next{}, err
+	}
+	return cs.next(0, 0), nil
+}
+
+// next says how reading goes on after n of m bytes were fed: paused while the connection is
+// at its in-flight limit or waits for memory, with the rest of a large frame received straight
+// into its buffer, or as usual.
+func (cs *connState) next(n, m int) ring.Next {
+	switch {
+	case n < m || cs.frames.Stalled() || cs.inflight.Load() >= cs.maxInflight:
+		cs.b.metrics.connPaused()
+		return ring.Next{Consumed: n, Pause: true}
+	case len(cs.frames.Tail()) >= fillMinBytes:
+		return ring.Next{Consumed: n, Fill: cs.frames.Tail()}
+	}
+	return ring.Next{Consumed: n}
 }
 
 func (h *connHandler) OnClose(c ring.Conn, err error) {
 	cs := c.Context().(*connState)
+	cs.frames.Release(h.b.reqPool.Put)
 	cs.mu.Lock()
 	cs.closed = true
 	pending := cs.pending
@@ -63,113 +133,211 @@ func (h *connHandler) OnClose(c ring.Conn, err error) {
 			o.done()
 		}
 	}
+	cs.qmu.Lock()
+	if !cs.scheduled {
+		// No worker will look at the queue again: give its frames back here.
+		for _, q := range cs.reqs[cs.reqHead:] {
+			h.b.reqPool.Put(q.frame)
+		}
+		cs.reqs, cs.reqHead = nil, 0
+	}
+	cs.qmu.Unlock()
 	h.b.metrics.connClosed()
 }
 
-// reqCtx is one request in flight: where and in which order its response goes.
-type reqCtx struct {
-	cs    *connState
-	seq   uint64
-	hdr   wire.RequestHeader
-	api   *api
-	start time.Time
+// onFrame queues one complete request frame (owned from here) for a worker. At the in-flight
+// limit it stops the frame reader, which leaves the rest of the data for after Resume.
+func (cs *connState) onFrame(frame []byte) error {
+	seq := cs.nextSeq
+	cs.nextSeq++
+	cs.qmu.Lock()
+	cs.reqs = append(cs.reqs, queuedFrame{seq: seq, frame: frame})
+	schedule := !cs.scheduled
+	cs.scheduled = true
+	cs.qmu.Unlock()
+	if schedule {
+		cs.b.handlers.dispatch(cs.c.Loop(), cs.c.ID(), cs)
+	}
+	if cs.inflight.Add(1) >= cs.maxInflight {
+		return wire.ErrStopFeed
+	}
+	return nil
 }
 
-// onFrame handles one complete request frame. frame is valid only during the call. An error
-// closes the connection, as Kafka does for requests it cannot parse.
-func (cs *connState) onFrame(frame []byte) error {
+func (cs *connState) queueNode() *mpsc.Node[task] { return &cs.node }
+
+// run is the worker's turn with this connection: its queued requests in order, up to a
+// budget, then back in line if more are left.
+func (cs *connState) run() {
+	for range requestBudget {
+		cs.qmu.Lock()
+		if cs.reqHead == len(cs.reqs) {
+			cs.scheduled = false
+			cs.reqs, cs.reqHead = cs.reqs[:0], 0
+			cs.qmu.Unlock()
+			return
+		}
+		q := cs.reqs[cs.reqHead]
+		cs.reqs[cs.reqHead] = queuedFrame{}
+		cs.reqHead++
+		cs.qmu.Unlock()
+		cs.mu.Lock()
+		closed := cs.closed
+		cs.mu.Unlock()
+		if closed {
+			cs.b.reqPool.Put(q.frame)
+			continue
+		}
+		cs.handleFrame(q.seq, q.frame)
+	}
+	cs.b.handlers.dispatch(cs.c.Loop(), cs.c.ID(), cs)
+}
+
+// reqCtx is one request in flight: where and in which order its response goes. It owns the
+// request frame: everything decoded from it may alias the frame, which returns to the pool only
+// once the request is answered, whenever that is. An API whose code keeps request data after
+// answering declares keepsRequest and gets a decoded copy instead.
+type reqCtx struct {
+	cs       *connState
+	seq      uint64
+	hdr      wire.RequestHeader
+	api      *api
+	start    time.Time
+	frame    []byte
+	answered atomic.Bool
+}
+
+// handleFrame parses, decodes and runs one request. A request Kafka cannot parse closes the
+// connection after the responses before it.
+func (cs *connState) handleFrame(seq uint64, frame []byte) {
+	b := cs.b
+	rc := &reqCtx{cs: cs, seq: seq, start: time.Now(), frame: frame}
 	hdr, body, err := wire.ParseRequestHeader(frame)
 	if err != nil {
 		var unk *wire.UnsupportedRequestError
 		if errors.As(err, &unk) && unk.APIKey == kmsg.ApiVersions.Int16() {
 			// An ApiVersions version we do not know: answer with UNSUPPORTED_VERSION in a v0
 			// body listing what we serve, so the client can downgrade.
-			seq := cs.nextSeq
-			cs.nextSeq++
-			cs.deliver(seq, [][]byte{cs.b.apiVersionsUnsupported(unk.CorrelationID)}, nil)
-			return nil
+			rc.finish(ring.Bytes(b.apiVersionsUnsupported(unk.CorrelationID)), nil, false)
+			return
 		}
-		return fmt.Errorf("request header: %w", err)
+		rc.reject(fmt.Errorf("request header: %w", err))
+		return
 	}
-	a := cs.b.lookupAPI(hdr.APIKey)
+	rc.hdr = hdr
+	a := b.lookupAPI(hdr.APIKey)
 	if a == nil || hdr.APIVersion < a.minVersion || hdr.APIVersion > a.maxVersion {
 		if hdr.APIKey == kmsg.ApiVersions.Int16() {
-			seq := cs.nextSeq
-			cs.nextSeq++
-			cs.deliver(seq, [][]byte{cs.b.apiVersionsUnsupported(hdr.CorrelationID)}, nil)
-			return nil
+			rc.finish(ring.Bytes(b.apiVersionsUnsupported(hdr.CorrelationID)), nil, false)
+			return
 		}
-		return fmt.Errorf("unsupported api key %d version %d", hdr.APIKey, hdr.APIVersion)
+		rc.reject(fmt.Errorf("unsupported api key %d version %d", hdr.APIKey, hdr.APIVersion))
+		return
 	}
+	rc.api = a
 	req := kmsg.RequestForKey(hdr.APIKey)
 	req.SetVersion(hdr.APIVersion)
-	rc := &reqCtx{cs: cs, seq: cs.nextSeq, hdr: hdr, api: a, start: time.Now()}
-	cs.nextSeq++
-	if a.inline {
-		// Inline handlers finish with the frame before returning, so the body may alias it,
-		// unless the handler keeps the request.
-		decode := req.(interface{ UnsafeReadFrom([]byte) error }).UnsafeReadFrom
-		if a.copyRequest {
-			decode = req.ReadFrom
-			rc.hdr.ClientID = strings.Clone(hdr.ClientID)
-		}
-		if err := decode(body); err != nil {
-			return fmt.Errorf("decode %s v%d: %w", kmsg.NameForKey(hdr.APIKey), hdr.APIVersion, err)
-		}
-		a.handle(cs.b, rc, req)
-		return nil
+	decode := req.(interface{ UnsafeReadFrom([]byte) error }).UnsafeReadFrom
+	if a.keepsRequest {
+		decode = req.ReadFrom
+		rc.hdr.ClientID = strings.Clone(hdr.ClientID)
 	}
-	rc.hdr.ClientID = strings.Clone(hdr.ClientID)
-	owned := append([]byte(nil), body...)
-	if err := req.ReadFrom(owned); err != nil {
-		return fmt.Errorf("decode %s v%d: %w", kmsg.NameForKey(hdr.APIKey), hdr.APIVersion, err)
+	if err := decode(body); err != nil {
+		rc.reject(fmt.Errorf("decode %s v%d: %w", kmsg.NameForKey(hdr.APIKey), hdr.APIVersion, err))
+		return
 	}
-	go a.handle(cs.b, rc, req)
-	return nil
+	a.handle(b, rc, req)
 }
+
+// reject answers a request Kafka cannot parse by closing the connection after the responses
+// before it.
+func (rc *reqCtx) reject(err error) {
+	rc.cs.b.logger.Debug("closing connection after a bad request", "remote", rc.cs.c.RemoteAddr().String(), "err", err)
+	rc.finishWith(nil, nil, true)
+}
+
+// responseBufBytes is the pool buffer a response is first encoded into; a larger response
+// grows out of it onto the heap.
+const responseBufBytes = 4 << 10
 
 // respond encodes resp at the request's version and queues it in order.
 func (rc *reqCtx) respond(resp kmsg.Response) {
 	resp.SetVersion(rc.hdr.APIVersion)
-	buf := wire.AppendResponse(nil, rc.hdr, resp)
-	rc.finish([][]byte{buf}, nil)
+	pool := rc.cs.b.reqPool
+	start := pool.Get(responseBufBytes)
+	buf := wire.AppendResponse(start[:0], rc.hdr, resp)
+	if start == nil || &buf[:1][0] != &start[:1][0] {
+		// Outgrown (or the pool was full): the heap copy is the response.
+		pool.Put(start)
+		rc.finishWith([]ring.Piece{ring.Bytes(buf)}, nil, false)
+		return
+	}
+	rc.finishWith([]ring.Piece{ring.Bytes(buf)}, func() { pool.Put(start) }, false)
 }
 
-// respondBuffers queues an already-framed response given as iovecs; done runs once the kernel
-// no longer references them.
-func (rc *reqCtx) respondBuffers(bufs [][]byte, done func()) { rc.finish(bufs, done) }
+// respondPieces queues an already-framed response; done runs once the kernel no longer
+// references the pieces.
+func (rc *reqCtx) respondPieces(pieces []ring.Piece, done func()) { rc.finishWith(pieces, done, false) }
 
 // noResponse completes a request that Kafka does not answer (Produce with acks=0).
-func (rc *reqCtx) noResponse() { rc.finish(nil, nil) }
-
-func (rc *reqCtx) finish(bufs [][]byte, done func()) {
-	rc.cs.b.metrics.observe(rc.hdr.APIKey, time.Since(rc.start))
-	rc.cs.deliver(rc.seq, bufs, done)
-}
+func (rc *reqCtx) noResponse() { rc.finishWith(nil, nil, false) }
 
 // closeConn closes the connection after a request that Kafka answers by disconnecting.
-func (rc *reqCtx) closeConn() {
-	rc.finish(nil, nil)
-	rc.cs.c.Close()
+func (rc *reqCtx) closeConn() { rc.finishWith(nil, nil, true) }
+
+func (rc *reqCtx) finish(p ring.Piece, done func(), close bool) {
+	rc.finishWith([]ring.Piece{p}, done, close)
+}
+
+// finishWith answers the request exactly once: it gives the frame back, queues the response in
+// order and lets the connection read again if it waited for this answer.
+func (rc *reqCtx) finishWith(pieces []ring.Piece, done func(), close bool) {
+	if !rc.answered.CompareAndSwap(false, true) {
+		panic(fmt.Sprintf("request %d of conn %d answered twice", rc.seq, rc.cs.c.ID()))
+	}
+	cs := rc.cs
+	if rc.api != nil {
+		cs.b.metrics.observe(rc.hdr.APIKey, time.Since(rc.start))
+	}
+	cs.b.reqPool.Put(rc.frame)
+	rc.frame = nil
+	if pieces == nil {
+		cs.deliver(rc.seq, outgoing{done: done, close: close})
+		cs.responseGone()
+		return
+	}
+	cs.deliver(rc.seq, outgoing{pieces: pieces, done: func() {
+		if done != nil {
+			done()
+		}
+		cs.responseGone()
+	}, close: close})
+}
+
+// responseGone counts one response written (or dropped) and lets the connection read again
+// if it waited for that.
+func (cs *connState) responseGone() {
+	if cs.inflight.Add(-1) == cs.maxInflight-1 {
+		cs.c.Resume()
+	}
 }
 
 // deliver records response seq and sends every response that is now next in order.
-func (cs *connState) deliver(seq uint64, bufs [][]byte, done func()) {
+func (cs *connState) deliver(seq uint64, o outgoing) {
 	cs.mu.Lock()
 	if cs.closed {
 		cs.mu.Unlock()
-		if done != nil {
-			done()
+		if o.done != nil {
+			o.done()
 		}
 		return
 	}
 	// In order with nothing waiting, the common case, the response skips the map.
 	direct := seq == cs.sendSeq && len(cs.pending) == 0
 	if !direct {
-		cs.pending[seq] = outgoing{bufs: bufs, done: done}
+		cs.pending[seq] = o
 	}
 	for {
-		o := outgoing{bufs: bufs, done: done}
 		if !direct {
 			var ok bool
 			if o, ok = cs.pending[cs.sendSeq]; !ok {
@@ -179,21 +347,35 @@ func (cs *connState) deliver(seq uint64, bufs [][]byte, done func()) {
 		}
 		direct = false
 		cs.sendSeq++
-		if o.bufs == nil {
+		if o.pieces == nil {
 			if o.done != nil {
 				o.done()
 			}
-			continue
+		} else {
+			n := 0
+			for i := range o.pieces {
+				n += pieceSize(&o.pieces[i])
+			}
+			cs.b.metrics.bytesOut(n)
+			if err := cs.c.Send(o.pieces, o.done); err != nil {
+				// The connection is closing; what is still pending is released by OnClose.
+				if o.done != nil {
+					o.done()
+				}
+				break
+			}
 		}
-		n := 0
-		for _, b := range o.bufs {
-			n += len(b)
-		}
-		cs.b.metrics.bytesOut(n)
-		if err := cs.c.Send(o.bufs, o.done); err != nil {
-			// The connection is closing; Send has released the buffers.
-			break
+		if o.close {
+			cs.c.Close()
 		}
 	}
 	cs.mu.Unlock()
+}
+
+// pieceSize is the length of a response piece.
+func pieceSize(p *ring.Piece) int {
+	if p.FileLen > 0 {
+		return p.FileLen
+	}
+	return len(p.Buf)
 }

@@ -19,8 +19,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringbroker/internal/testutil"
 	"ringbroker/ring"
-	"ringbroker/wire"
 )
 
 // The raw data-path benchmarks drive the broker with pre-encoded requests over plain TCP
@@ -143,7 +143,7 @@ func createBenchTopic(b *testing.B, br *Broker, topic string, partitions int) {
 
 // rawProduceRequest encodes one framed Produce v9 request (acks=all) with one uncompressed,
 // non-idempotent batch per partition.
-func rawProduceRequest(b *testing.B, topic string, sh rawShape) []byte {
+func rawProduceRequest(b testing.TB, topic string, sh rawShape) []byte {
 	b.Helper()
 	value := make([]byte, sh.valueSize)
 	for i := range value {
@@ -168,36 +168,11 @@ func rawProduceRequest(b *testing.B, topic string, sh rawShape) []byte {
 // rawBatch builds a magic-2 record batch of n records with the given value, no key and no
 // producer id, CRC32C filled in.
 func rawBatch(n int, value []byte, ts int64) []byte {
-	var recs []byte
-	for i := range n {
-		var body []byte
-		body = append(body, 0)                     // attributes
-		body = binary.AppendVarint(body, 0)        // timestamp delta
-		body = binary.AppendVarint(body, int64(i)) // offset delta
-		body = binary.AppendVarint(body, -1)       // key length: null
-		body = binary.AppendVarint(body, int64(len(value)))
-		body = append(body, value...)
-		body = binary.AppendVarint(body, 0) // headers
-		recs = binary.AppendVarint(recs, int64(len(body)))
-		recs = append(recs, body...)
+	recs := make([]kmsg.Record, n)
+	for i := range recs {
+		recs[i].Value = value
 	}
-	batch := make([]byte, 0, wire.BatchHeaderLen+len(recs))
-	batch = binary.BigEndian.AppendUint64(batch, 0)                                        // base offset
-	batch = binary.BigEndian.AppendUint32(batch, uint32(wire.BatchHeaderLen-12+len(recs))) // length
-	batch = binary.BigEndian.AppendUint32(batch, 0xffffffff)                               // partition leader epoch
-	batch = append(batch, 2)                                                               // magic
-	batch = binary.BigEndian.AppendUint32(batch, 0)                                        // crc, below
-	batch = binary.BigEndian.AppendUint16(batch, 0)                                        // attributes
-	batch = binary.BigEndian.AppendUint32(batch, uint32(n-1))                              // last offset delta
-	batch = binary.BigEndian.AppendUint64(batch, uint64(ts))                               // first timestamp
-	batch = binary.BigEndian.AppendUint64(batch, uint64(ts))                               // max timestamp
-	batch = binary.BigEndian.AppendUint64(batch, 0xffffffffffffffff)                       // producer id
-	batch = binary.BigEndian.AppendUint16(batch, 0xffff)                                   // producer epoch
-	batch = binary.BigEndian.AppendUint32(batch, 0xffffffff)                               // base sequence
-	batch = binary.BigEndian.AppendUint32(batch, uint32(n))                                // records
-	batch = append(batch, recs...)
-	binary.BigEndian.PutUint32(batch[17:], wire.Batch(batch).ComputeCRC())
-	return batch
+	return testutil.SealBatch(testutil.NewBatch(ts, recs...))
 }
 
 // dialRaw opens n plain TCP connections to the broker.

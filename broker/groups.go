@@ -3,6 +3,8 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -156,15 +158,10 @@ func (t imageTopics) ByID(id [16]byte) (coord.TopicInfo, bool) {
 	return topicInfo(t.img.TopicsByID[meta.UUID(id)])
 }
 
-// Names lists every topic but __consumer_offsets, which regex subscriptions never match.
+// Names lists every topic, __consumer_offsets included: as in Kafka, a regex subscription that
+// matches an internal topic is assigned it.
 func (t imageTopics) Names() []string {
-	names := make([]string, 0, len(t.img.Topics))
-	for name := range t.img.Topics {
-		if name != offsetsTopic {
-			names = append(names, name)
-		}
-	}
-	return names
+	return slices.Collect(maps.Keys(t.img.Topics))
 }
 
 func topicInfo(tp *meta.Topic) (coord.TopicInfo, bool) {
@@ -212,13 +209,14 @@ func (b *Broker) loadOffsetsPartitions() error {
 	return nil
 }
 
-// groupAPIs wraps the coordinator's APIs as broker APIs: requests are decoded into memory of
-// their own (the coordinator keeps strings) and answered when the coordinator responds.
+// groupAPIs wraps the coordinator's APIs, as declared in coord/, as broker APIs: requests are
+// decoded into memory of their own (the coordinator keeps strings) and answered when the
+// coordinator responds.
 func groupAPIs() []*api {
 	var out []*api
 	for _, a := range coord.APIs() {
-		out = append(out, &api{key: kmsg.Key(a.Key), minVersion: a.MinVersion, maxVersion: a.MaxVersion,
-			inline: true, copyRequest: true, handle: handleGroupRequest})
+		out = append(out, &api{key: a.Key, minVersion: a.MinVersion, maxVersion: a.MaxVersion,
+			keepsRequest: true, handle: handleGroupRequest})
 	}
 	return out
 }

@@ -19,6 +19,7 @@ type brokerMetrics struct {
 	latency    [apiKeyLimit]*metrics.Histogram
 	connsOpen  atomic.Int64
 	accepted   *metrics.Counter
+	paused     *metrics.Counter
 	bytesIn    *metrics.Counter
 	bytesOutC  *metrics.Counter
 	backend    atomic.Value // string
@@ -37,6 +38,7 @@ func newBrokerMetrics() *brokerMetrics {
 		m.latency[k] = m.set.NewHistogram(fmt.Sprintf(`ringbroker_request_duration_seconds{api=%q}`, name))
 	}
 	m.accepted = m.set.NewCounter("ringbroker_connections_accepted_total")
+	m.paused = m.set.NewCounter("ringbroker_connection_pauses_total")
 	m.set.NewGauge("ringbroker_connections", func() float64 { return float64(m.connsOpen.Load()) })
 	m.bytesIn = m.set.NewCounter("ringbroker_bytes_in_total")
 	m.bytesOutC = m.set.NewCounter("ringbroker_bytes_out_total")
@@ -54,6 +56,7 @@ func (m *brokerMetrics) observe(key int16, d time.Duration) {
 
 func (m *brokerMetrics) connOpened()         { m.connsOpen.Add(1); m.accepted.Inc() }
 func (m *brokerMetrics) connClosed()         { m.connsOpen.Add(-1) }
+func (m *brokerMetrics) connPaused()         { m.paused.Inc() }
 func (m *brokerMetrics) bytesOut(n int)      { m.bytesOutC.Add(n) }
 func (m *brokerMetrics) setBackend(b string) { m.backend.Store(b) }
 
@@ -107,5 +110,16 @@ func writeRingMetrics(w io.Writer, b *Broker) {
 		fmt.Fprintf(w, "ringbroker_ring_sends_total{listener=\"%d\"} %d\n", i, st.Sends)
 		fmt.Fprintf(w, "ringbroker_ring_zc_sends_total{listener=\"%d\"} %d\n", i, st.ZCSends)
 		fmt.Fprintf(w, "ringbroker_ring_cqes_total{listener=\"%d\"} %d\n", i, st.CQEs)
+		fmt.Fprintf(w, "ringbroker_ring_direct_sends_total{listener=\"%d\"} %d\n", i, st.DirectSends)
+		fmt.Fprintf(w, "ringbroker_ring_direct_sends_blocked_total{listener=\"%d\"} %d\n", i, st.DirectBlocked)
+		fmt.Fprintf(w, "ringbroker_ring_fills_total{listener=\"%d\"} %d\n", i, st.Fills)
+		fmt.Fprintf(w, "ringbroker_ring_pauses_total{listener=\"%d\"} %d\n", i, st.Pauses)
 	}
+	ps := b.reqPool.Stats()
+	fmt.Fprintf(w, "ringbroker_request_memory_limit_bytes %d\n", ps.Limit)
+	fmt.Fprintf(w, "ringbroker_request_memory_in_use_bytes %d\n", ps.InUse)
+	fmt.Fprintf(w, "ringbroker_request_memory_peak_bytes %d\n", ps.PeakInUse)
+	fmt.Fprintf(w, "ringbroker_request_memory_free_bytes %d\n", ps.Free)
+	fmt.Fprintf(w, "ringbroker_request_memory_refused_total %d\n", ps.Refused)
+	fmt.Fprintf(w, "ringbroker_request_memory_waiting %d\n", ps.Waiting)
 }

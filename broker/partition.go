@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"ringbroker/broker/meta"
+	"ringbroker/internal/recordbatch"
 	rlog "ringbroker/log"
 )
 
@@ -74,6 +75,10 @@ func (b *Broker) logConfigFor(t *meta.Topic) rlog.Config {
 		return n
 	}
 	c.SegmentBytes = num("segment.bytes")
+	// Produce refuses batches above max.message.bytes itself (wire.ValidateProduce); the log
+	// holds the same limit, also for appends that do not come through Produce, and needs room
+	// for at least one batch header (Kafka allows max.message.bytes=0).
+	c.MaxMessageBytes = int(max(num("max.message.bytes"), recordbatch.HeaderSize))
 	c.SegmentMs = time.Duration(num("segment.ms")) * time.Millisecond
 	c.IndexIntervalBytes = int(num("index.interval.bytes"))
 	c.MaxIndexBytes = int(num("segment.index.bytes"))

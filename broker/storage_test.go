@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -18,24 +17,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sys/unix"
 
+	"ringbroker/internal/testutil"
 	"ringbroker/wire"
 )
-
-// waitUntil polls cond every 20ms for at most d, failing with cond's last error.
-func waitUntil(t *testing.T, d time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not met within %v: %v", d, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // produceN produces n records of size random (incompressible) bytes to partition 0 of topic
 // with acks=all.
@@ -192,7 +176,7 @@ func TestRetentionAndLiveConfig(t *testing.T) {
 		if got := p.log.Config(); got.RetentionBytes != 40000 || got.SegmentBytes != 32768 {
 			t.Fatalf("open log config retention.bytes=%d segment.bytes=%d; want the altered values", got.RetentionBytes, got.SegmentBytes)
 		}
-		waitUntil(t, 10*time.Second, func() error {
+		testutil.WaitFor(t, 10*time.Second, func() error {
 			if size := p.log.Size(); size >= 40000+16384 || p.log.LogStartOffset() == 0 {
 				return fmt.Errorf("by-bytes holds %d bytes from offset %d", size, p.log.LogStartOffset())
 			}
@@ -211,7 +195,7 @@ func TestRetentionAndLiveConfig(t *testing.T) {
 
 		alter("by-time", "retention.ms", "300")
 		end := b.parts.Load().lookup("by-time", 0).log.LogEndOffset()
-		waitUntil(t, 10*time.Second, func() error {
+		testutil.WaitFor(t, 10*time.Second, func() error {
 			if start, err := startOffset(t, adm, "by-time"); err != nil || start != end {
 				return fmt.Errorf("by-time start offset %d (%v); want every record expired up to %d", start, err, end)
 			}
@@ -267,7 +251,7 @@ func TestGroupCommitProduce(t *testing.T) {
 			t.Fatal(err)
 		}
 		l := b.parts.Load().lookup("gc", 0).log
-		waitUntil(t, 10*time.Second, func() error {
+		testutil.WaitFor(t, 10*time.Second, func() error {
 			if l.LogEndOffset() != n/2+1 || l.RecoveryPoint() != l.LogEndOffset() {
 				return fmt.Errorf("log end %d, recovery point %d; want both %d", l.LogEndOffset(), l.RecoveryPoint(), n/2+1)
 			}
@@ -278,15 +262,7 @@ func TestGroupCommitProduce(t *testing.T) {
 
 // storageBatch is an uncompressed record batch of one record with a value of size bytes.
 func storageBatch(size int, ts int64) []byte {
-	r := kmsg.Record{Value: bytes.Repeat([]byte{'x'}, size)}
-	r.Length = int32(len(r.AppendTo(nil)) - 1)
-	recs := r.AppendTo(nil)
-	rb := kmsg.RecordBatch{PartitionLeaderEpoch: -1, Magic: 2, FirstTimestamp: ts, MaxTimestamp: ts,
-		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: 1, Records: recs}
-	rb.Length = int32(49 + len(recs))
-	b := rb.AppendTo(nil)
-	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli)))
-	return b
+	return testutil.SealBatch(testutil.NewBatch(ts, kmsg.Record{Value: bytes.Repeat([]byte{'x'}, size)}))
 }
 
 // rawProduce sends one batch to partition 0 of topic with acks=1 and returns the partition's

@@ -1,28 +1,35 @@
 package coord
 
-// OffsetCommit, versions 0-9.
+// OffsetCommit (key 8), versions 2-10.
 //
-// Members commit with their member id and generation, which must be current;
-// a request with generation -1 and no member id commits for a group that
-// does not use the coordinator for membership (a "simple" group), allowed
-// only while the group is Empty. Commits are answered after the offset
-// records are durable in __consumer_offsets. Commits in a Stable or
-// PreparingRebalance group also keep the member's session alive.
-//
-// Version notes: v1 has a per-partition commit timestamp; v2-v4 a retention
-// time (stored as an explicit expire timestamp); v6 adds leader epochs; v7
-// adds group.instance.id; v9 answers GROUP_ID_NOT_FOUND instead of
-// ILLEGAL_GENERATION for an unknown group; v10 addresses topics by id
-// (UNKNOWN_TOPIC_ID for ids the metadata image does not know).
-//
-// In a KIP-848 consumer group the generation field carries the member epoch:
-// a larger epoch than the member's is FENCED_MEMBER_EPOCH, a smaller one
+// Behavior: members commit with their member id and generation, which must be
+// current; a request with generation -1 and no member id commits for a group
+// that does not use the coordinator for membership (a "simple" group),
+// allowed only while the group is Empty. Commits are answered after the
+// offset records are durable in __consumer_offsets. Commits in a Stable or
+// PreparingRebalance group also keep the member's session alive. In a
+// KIP-848 consumer group the generation field carries the member epoch: a
+// larger epoch than the member's is FENCED_MEMBER_EPOCH, a smaller one
 // STALE_MEMBER_EPOCH, and members must commit with v9 or later.
+//
+// Version notes: v0-v1 are not served (Kafka 4.0 removed them, KIP-896);
+// v2-v4 carry a retention time (stored as an explicit expire timestamp); v6
+// adds leader epochs; v7 adds group.instance.id; v8 is flexible; v9 answers
+// GROUP_ID_NOT_FOUND instead of ILLEGAL_GENERATION for an unknown group; v10
+// addresses topics by id (UNKNOWN_TOPIC_ID for ids the metadata image does
+// not know).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
+
+var offsetCommitAPI = API{Key: kmsg.OffsetCommit, MinVersion: 2, MaxVersion: 10, handle: handleOffsetCommit}
+
+func handleOffsetCommit(g *GroupCoordinator, _ RequestInfo, r kmsg.Request, respond func(kmsg.Response)) {
+	req := r.(*kmsg.OffsetCommitRequest)
+	g.toGroup(req.Group, func(s *shard, p int32) { s.offsetCommit(p, req, respond) })
+}
 
 func (s *shard) offsetCommit(p int32, req *kmsg.OffsetCommitRequest, respond func(kmsg.Response)) {
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)

@@ -1,20 +1,21 @@
 package coord
 
-// OffsetFetch, versions 0-9.
+// OffsetFetch (key 9), versions 1-10.
 //
-// Returns committed offsets regardless of the group's state, since simple
-// groups commit without membership. Requested partitions without a commit
-// get offset -1; a null topic list (v2+) returns every committed offset.
-// With require_stable (v7+), partitions with a commit still being written get
-// UNSTABLE_OFFSET_COMMIT.
+// Behavior: returns committed offsets regardless of the group's state, since
+// simple groups commit without membership. Requested partitions without a
+// commit get offset -1; a null topic list (v2+) returns every committed
+// offset. With require_stable (v7+), partitions with a commit still being
+// written get UNSTABLE_OFFSET_COMMIT.
 //
-// Version notes: v0-v1 report group errors in every partition; v2-v7 in a
-// top-level error code; v8+ fetch many groups at once, each with its own
-// error (groups on different shards are fetched in parallel); v9's member id
-// and epoch only matter to KIP-848 groups (UNKNOWN_MEMBER_ID,
-// STALE_MEMBER_EPOCH or FENCED_MEMBER_EPOCH unless they name a current
-// member); v10 addresses topics by id (UNKNOWN_TOPIC_ID for unknown ids;
-// topics without an id any more are left out of an all-topics fetch).
+// Version notes: v0 is not served (Kafka 4.0 removed it, KIP-896); v1
+// reports group errors in every partition; v2-v7 in a top-level error code;
+// v8+ fetch many groups at once, each with its own error (groups on
+// different shards are fetched in parallel); v9's member id and epoch only
+// matter to KIP-848 groups (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH or
+// FENCED_MEMBER_EPOCH unless they name a current member); v10 addresses
+// topics by id (UNKNOWN_TOPIC_ID for unknown ids; topics without an id any
+// more are left out of an all-topics fetch).
 
 import (
 	"cmp"
@@ -25,38 +26,41 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func (g *GroupCoordinator) offsetFetch(req *kmsg.OffsetFetchRequest, respond func(kmsg.Response)) {
+var offsetFetchAPI = API{Key: kmsg.OffsetFetch, MinVersion: 1, MaxVersion: 10, handle: handleOffsetFetch}
+
+func handleOffsetFetch(g *GroupCoordinator, _ RequestInfo, r kmsg.Request, respond func(kmsg.Response)) {
+	req := r.(*kmsg.OffsetFetchRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 	if req.Version >= 8 {
 		names := make([]string, len(req.Groups))
-		resp.Groups = make([]kmsg.OffsetFetchResponseGroup, len(req.Groups))
 		for i, rg := range req.Groups {
 			names[i] = rg.Group
 		}
-		g.fanOut(names, func(s *shard, idx []int, parts []int32) {
-			for j, i := range idx {
-				rg := req.Groups[i]
-				sg := kmsg.NewOffsetFetchResponseGroup()
-				sg.Group = rg.Group
-				topics, unknownIDs := rg.Topics, [][16]byte(nil)
-				var view Topics
-				if req.Version >= 10 {
-					view = s.topics()
-					topics, unknownIDs = topicNamesForFetch(view, rg.Topics)
-				}
-				errc := s.checkFetchMember(parts[j], rg.Group, rg.MemberID, rg.MemberEpoch)
-				var got []kmsg.OffsetFetchResponseGroupTopic
-				if errc == nil {
-					errc, got = s.fetchOffsets(parts[j], rg.Group, topics, rg.Topics == nil, req.RequireStable)
-				}
-				if req.Version >= 10 && errc == nil {
-					got = topicIDsForFetch(view, got, unknownIDs, rg.Topics)
-				}
-				sg.ErrorCode = errCode(errc)
-				sg.Topics = got
-				resp.Groups[i] = sg
+		eachGroup(g, names, func(s *shard, p int32, i int) kmsg.OffsetFetchResponseGroup {
+			rg := req.Groups[i]
+			sg := kmsg.NewOffsetFetchResponseGroup()
+			sg.Group = rg.Group
+			topics, unknownIDs := rg.Topics, [][16]byte(nil)
+			var view Topics
+			if req.Version >= 10 {
+				view = s.topics()
+				topics, unknownIDs = topicNamesForFetch(view, rg.Topics)
 			}
-		}, func() { respond(resp) })
+			errc := s.checkFetchMember(p, rg.Group, rg.MemberID, rg.MemberEpoch)
+			var got []kmsg.OffsetFetchResponseGroupTopic
+			if errc == nil {
+				errc, got = s.fetchOffsets(p, rg.Group, topics, rg.Topics == nil, req.RequireStable)
+			}
+			if req.Version >= 10 && errc == nil {
+				got = topicIDsForFetch(view, got, unknownIDs, rg.Topics)
+			}
+			sg.ErrorCode = errCode(errc)
+			sg.Topics = got
+			return sg
+		}, func(groups []kmsg.OffsetFetchResponseGroup) {
+			resp.Groups = groups
+			respond(resp)
+		})
 		return
 	}
 	var topics []kmsg.OffsetFetchRequestGroupTopic
@@ -94,11 +98,10 @@ func (g *GroupCoordinator) offsetFetch(req *kmsg.OffsetFetchRequest, respond fun
 // fetchOffsets returns the group-level error or the offsets of the requested
 // topics (all committed offsets if all is set).
 func (s *shard) fetchOffsets(p int32, groupID string, topics []kmsg.OffsetFetchRequestGroupTopic, all, requireStable bool) (*kerr.Error, []kmsg.OffsetFetchResponseGroupTopic) {
-	part, errc := s.owned(p)
+	g, errc := s.ownedGroup(p, groupID)
 	if errc != nil {
 		return errc, nil
 	}
-	g := part.groups[groupID]
 	if g == nil || g.is(stateDead) {
 		if all {
 			return nil, nil

@@ -1,8 +1,8 @@
 package coord
 
-// JoinGroup, versions 0-9.
+// JoinGroup (key 11), versions 0-9.
 //
-// A member without a member id joins as new: static members (v5+
+// Behavior: a member without a member id joins as new: static members (v5+
 // group.instance.id) get an id at once and may replace the previous holder
 // of their instance id; dynamic members on v4+ first get MEMBER_ID_REQUIRED
 // with a generated id (KIP-394) and join again with it. The request is parked
@@ -19,6 +19,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
+
+var joinGroupAPI = API{Key: kmsg.JoinGroup, MinVersion: 0, MaxVersion: 9, handle: handleJoinGroup}
+
+func handleJoinGroup(g *GroupCoordinator, info RequestInfo, r kmsg.Request, respond func(kmsg.Response)) {
+	req := r.(*kmsg.JoinGroupRequest)
+	g.toGroup(req.Group, func(s *shard, p int32) { s.joinGroup(p, info, req, respond) })
+}
 
 func (s *shard) joinGroup(p int32, info RequestInfo, req *kmsg.JoinGroupRequest, respond func(kmsg.Response)) {
 	w := &joinWaiter{req: req, respond: respond}

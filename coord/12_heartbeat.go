@@ -1,8 +1,8 @@
 package coord
 
-// Heartbeat, versions 0-4.
+// Heartbeat (key 12), versions 0-4.
 //
-// A heartbeat restarts the member's session. It returns
+// Behavior: a heartbeat restarts the member's session. It returns
 // REBALANCE_IN_PROGRESS while the group prepares a rebalance, which is how
 // members learn that they must rejoin, and ILLEGAL_GENERATION for a stale
 // generation.
@@ -15,6 +15,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+var heartbeatAPI = API{Key: kmsg.Heartbeat, MinVersion: 0, MaxVersion: 4, handle: handleHeartbeat}
+
+func handleHeartbeat(g *GroupCoordinator, _ RequestInfo, r kmsg.Request, respond func(kmsg.Response)) {
+	req := r.(*kmsg.HeartbeatRequest)
+	g.toGroup(req.Group, func(s *shard, p int32) { s.heartbeat(p, req, respond) })
+}
+
 func (s *shard) heartbeat(p int32, req *kmsg.HeartbeatRequest, respond func(kmsg.Response)) {
 	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
 	resp.ErrorCode = errCode(s.heartbeatError(p, req))
@@ -25,11 +32,10 @@ func (s *shard) heartbeatError(p int32, req *kmsg.HeartbeatRequest) *kerr.Error 
 	if req.Group == "" {
 		return kerr.InvalidGroupID
 	}
-	part, errc := s.owned(p)
+	g, errc := s.ownedGroup(p, req.Group)
 	if errc != nil {
 		return errc
 	}
-	g := part.groups[req.Group]
 	switch {
 	case g == nil:
 		return kerr.UnknownMemberID

@@ -1,18 +1,27 @@
 package coord
 
-// LeaveGroup, versions 0-5.
+// LeaveGroup (key 13), versions 0-5.
 //
-// Members leave, and the group rebalances without them (or finishes a
-// running join phase without waiting for them). From v3 one request removes
-// a batch of members, each identified by member id and/or group.instance.id;
-// an administrator may remove a static member by instance id alone. Each
-// member gets its own error code; before v3 the single member's error is the
-// top-level error.
+// Behavior: members leave, and the group rebalances without them (or finishes
+// a running join phase without waiting for them). Each member gets its own
+// error code.
+//
+// Version notes: from v3 one request removes a batch of members, each
+// identified by member id and/or group.instance.id, and an administrator may
+// remove a static member by instance id alone; before v3 the single member's
+// error is the top-level error.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
+
+var leaveGroupAPI = API{Key: kmsg.LeaveGroup, MinVersion: 0, MaxVersion: 5, handle: handleLeaveGroup}
+
+func handleLeaveGroup(g *GroupCoordinator, _ RequestInfo, r kmsg.Request, respond func(kmsg.Response)) {
+	req := r.(*kmsg.LeaveGroupRequest)
+	g.toGroup(req.Group, func(s *shard, p int32) { s.leaveGroup(p, req, respond) })
+}
 
 func (s *shard) leaveGroup(p int32, req *kmsg.LeaveGroupRequest, respond func(kmsg.Response)) {
 	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)

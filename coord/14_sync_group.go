@@ -1,12 +1,12 @@
 package coord
 
-// SyncGroup, versions 0-5.
+// SyncGroup (key 14), versions 0-5.
 //
-// After the join phase every member sends SyncGroup; the leader's carries the
-// assignment. Requests are parked until the leader's assignment has been
-// written to __consumer_offsets, then each member gets its own assignment
-// (members the leader left out get an empty one) and the group is Stable. In
-// a Stable group SyncGroup returns the current assignment at once.
+// Behavior: after the join phase every member sends SyncGroup; the leader's
+// carries the assignment. Requests are parked until the leader's assignment
+// has been written to __consumer_offsets, then each member gets its own
+// assignment (members the leader left out get an empty one) and the group is
+// Stable. In a Stable group SyncGroup returns the current assignment at once.
 //
 // Version notes: v3 adds group.instance.id; v5 adds protocol type and name,
 // which must match the group's (INCONSISTENT_GROUP_PROTOCOL otherwise); that
@@ -19,6 +19,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
+
+var syncGroupAPI = API{Key: kmsg.SyncGroup, MinVersion: 0, MaxVersion: 5, handle: handleSyncGroup}
+
+func handleSyncGroup(g *GroupCoordinator, _ RequestInfo, r kmsg.Request, respond func(kmsg.Response)) {
+	req := r.(*kmsg.SyncGroupRequest)
+	g.toGroup(req.Group, func(s *shard, p int32) { s.syncGroup(p, req, respond) })
+}
 
 func (s *shard) syncGroup(p int32, req *kmsg.SyncGroupRequest, respond func(kmsg.Response)) {
 	w := &syncWaiter{req: req, respond: respond}

@@ -1,16 +1,16 @@
 package coord
 
-// DescribeGroups, versions 0-6.
+// DescribeGroups (key 15), versions 0-6.
 //
-// Describes each requested group: state, protocol type and, when Stable, the
-// selected protocol with every member's metadata and assignment; in other
-// states members are listed without them. An unknown group is reported as
-// Dead with no members, and from v6 also with GROUP_ID_NOT_FOUND. Groups on
-// different shards are described in parallel.
+// Behavior: describes each requested group: state, protocol type and, when
+// Stable, the selected protocol with every member's metadata and assignment;
+// in other states members are listed without them. An unknown group is
+// reported as Dead with no members. Groups on different shards are described
+// in parallel.
 //
 // Version notes: v3 adds authorized operations (not computed: -2^31, "not
 // requested", is left in place); v4 adds member instance ids; v6 adds error
-// messages.
+// messages and reports an unknown group with GROUP_ID_NOT_FOUND.
 
 import (
 	"fmt"
@@ -19,25 +19,27 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func (g *GroupCoordinator) describeGroups(req *kmsg.DescribeGroupsRequest, respond func(kmsg.Response)) {
+var describeGroupsAPI = API{Key: kmsg.DescribeGroups, MinVersion: 0, MaxVersion: 6, handle: handleDescribeGroups}
+
+func handleDescribeGroups(g *GroupCoordinator, _ RequestInfo, r kmsg.Request, respond func(kmsg.Response)) {
+	req := r.(*kmsg.DescribeGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
-	resp.Groups = make([]kmsg.DescribeGroupsResponseGroup, len(req.Groups))
-	g.fanOut(req.Groups, func(s *shard, idx []int, parts []int32) {
-		for j, i := range idx {
-			resp.Groups[i] = s.describe(parts[j], req.Groups[i], req.Version)
-		}
-	}, func() { respond(resp) })
+	eachGroup(g, req.Groups, func(s *shard, p int32, i int) kmsg.DescribeGroupsResponseGroup {
+		return s.describe(p, req.Groups[i], req.Version)
+	}, func(groups []kmsg.DescribeGroupsResponseGroup) {
+		resp.Groups = groups
+		respond(resp)
+	})
 }
 
 func (s *shard) describe(p int32, id string, version int16) kmsg.DescribeGroupsResponseGroup {
 	out := kmsg.NewDescribeGroupsResponseGroup()
 	out.Group = id
-	part, errc := s.owned(p)
+	g, errc := s.ownedGroup(p, id)
 	if errc != nil {
 		out.ErrorCode = errc.Code
 		return out
 	}
-	g := part.groups[id]
 	if g == nil || g.is(stateDead) || g.cons != nil {
 		// A KIP-848 consumer group is not a classic group: Kafka reports it
 		// like an unknown one (clients describe it with ConsumerGroupDescribe).

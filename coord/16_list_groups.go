@@ -1,13 +1,14 @@
 package coord
 
-// ListGroups, versions 0-5.
+// ListGroups (key 16), versions 0-5.
 //
-// Lists the groups of every loaded partition, sorted by name. While any
-// partition is still loading the response also carries
+// Behavior: lists the groups of every loaded partition, sorted by name. While
+// any partition is still loading the response also carries
 // COORDINATOR_LOAD_IN_PROGRESS, as Kafka does.
 //
 // Version notes: v4 adds a case-insensitive state filter and each group's
-// state; v5 adds a type filter and each group's type, always "classic" here.
+// state; v5 adds a type filter and each group's type ("classic" or
+// "consumer").
 
 import (
 	"slices"
@@ -18,10 +19,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+var listGroupsAPI = API{Key: kmsg.ListGroups, MinVersion: 0, MaxVersion: 5, handle: handleListGroups}
+
 // groupTypeClassic is the KIP-848 group type name of classic groups.
 const groupTypeClassic = "classic"
 
-func (g *GroupCoordinator) listGroups(req *kmsg.ListGroupsRequest, respond func(kmsg.Response)) {
+func handleListGroups(g *GroupCoordinator, _ RequestInfo, r kmsg.Request, respond func(kmsg.Response)) {
+	req := r.(*kmsg.ListGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
 	states := lowerSet(req.StatesFilter)
 	types := lowerSet(req.TypesFilter)

@@ -1,12 +1,15 @@
 package coord
 
-// DeleteGroups, versions 0-3.
+// DeleteGroups (key 42), versions 0-3.
 //
-// Deletes Empty groups with their committed offsets: tombstones for every
-// offset and (if the group ever had a generation) for its metadata are
+// Behavior: deletes Empty groups with their committed offsets: tombstones for
+// every offset and (if the group ever had a generation) for its metadata are
 // written to __consumer_offsets, and each group's result is returned once
 // they are durable. Groups with members get NON_EMPTY_GROUP, unknown ones
 // GROUP_ID_NOT_FOUND. Groups on different shards are deleted in parallel.
+//
+// Version notes: v2 is the first flexible version; v1 and v3 are the same
+// as the versions before them.
 
 import (
 	"cmp"
@@ -18,7 +21,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func (g *GroupCoordinator) deleteGroups(req *kmsg.DeleteGroupsRequest, respond func(kmsg.Response)) {
+var deleteGroupsAPI = API{Key: kmsg.DeleteGroups, MinVersion: 0, MaxVersion: 3, handle: handleDeleteGroups}
+
+func handleDeleteGroups(g *GroupCoordinator, _ RequestInfo, r kmsg.Request, respond func(kmsg.Response)) {
+	req := r.(*kmsg.DeleteGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
 	resp.Groups = make([]kmsg.DeleteGroupsResponseGroup, len(req.Groups))
 	for i, id := range req.Groups {

@@ -1,17 +1,26 @@
 package coord
 
-// OffsetDelete, version 0 (KIP-496).
+// OffsetDelete (key 47), version 0 (KIP-496).
 //
-// Deletes committed offsets of a group. An Empty group may delete any; a
-// consumer group with members may delete offsets of topics none of its
-// members subscribes to (GROUP_SUBSCRIBED_TO_TOPIC for the others); other
-// groups with members get NON_EMPTY_GROUP. The response waits for the
+// Behavior: deletes committed offsets of a group. An Empty group may delete
+// any; a consumer group with members may delete offsets of topics none of
+// its members subscribes to (GROUP_SUBSCRIBED_TO_TOPIC for the others);
+// other groups with members get NON_EMPTY_GROUP. The response waits for the
 // tombstones to be durable.
+//
+// Version notes: only v0 exists.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
+
+var offsetDeleteAPI = API{Key: kmsg.OffsetDelete, MinVersion: 0, MaxVersion: 0, handle: handleOffsetDelete}
+
+func handleOffsetDelete(g *GroupCoordinator, _ RequestInfo, r kmsg.Request, respond func(kmsg.Response)) {
+	req := r.(*kmsg.OffsetDeleteRequest)
+	g.toGroup(req.Group, func(s *shard, p int32) { s.offsetDelete(p, req, respond) })
+}
 
 func (s *shard) offsetDelete(p int32, req *kmsg.OffsetDeleteRequest, respond func(kmsg.Response)) {
 	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)

@@ -1,11 +1,11 @@
 package coord
 
-// ConsumerGroupHeartbeat, versions 0-1 (KIP-848).
+// ConsumerGroupHeartbeat (key 68), versions 0-1 (KIP-848).
 //
-// One request both joins (member epoch 0), heartbeats (the current member
-// epoch) and leaves (-1; -2 for a static member that will come back). The
-// coordinator owns the assignment: a change of membership, subscription or
-// subscribed topic metadata bumps the group epoch, the next heartbeat
+// Behavior: one request both joins (member epoch 0), heartbeats (the current
+// member epoch) and leaves (-1; -2 for a static member that will come back).
+// The coordinator owns the assignment: a change of membership, subscription
+// or subscribed topic metadata bumps the group epoch, the next heartbeat
 // computes a new target assignment with the server-side assignor (uniform
 // or range), and each member is reconciled towards its target: it first
 // revokes what it must give up, keeping its epoch, and only after reporting
@@ -27,6 +27,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
+
+var consumerGroupHeartbeatAPI = API{Key: kmsg.ConsumerGroupHeartbeat, MinVersion: 0, MaxVersion: 1, handle: handleConsumerGroupHeartbeat}
+
+func handleConsumerGroupHeartbeat(g *GroupCoordinator, info RequestInfo, r kmsg.Request, respond func(kmsg.Response)) {
+	req := r.(*kmsg.ConsumerGroupHeartbeatRequest)
+	g.toGroup(req.Group, func(s *shard, p int32) { s.consumerGroupHeartbeat(p, info, req, respond) })
+}
 
 func (s *shard) consumerGroupHeartbeat(p int32, info RequestInfo, req *kmsg.ConsumerGroupHeartbeatRequest, respond func(kmsg.Response)) {
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)

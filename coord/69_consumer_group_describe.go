@@ -1,9 +1,9 @@
 package coord
 
-// ConsumerGroupDescribe, versions 0-1 (KIP-848).
+// ConsumerGroupDescribe (key 69), versions 0-1 (KIP-848).
 //
-// Describes consumer groups: state, group and assignment epochs, the
-// assignor, and every member with its epoch, subscription, current and
+// Behavior: describes consumer groups: state, group and assignment epochs,
+// the assignor, and every member with its epoch, subscription, current and
 // target assignment. A classic or unknown group gets GROUP_ID_NOT_FOUND,
 // which makes Kafka's admin client fall back to DescribeGroups. Groups on
 // different shards are described in parallel.
@@ -17,29 +17,31 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+var consumerGroupDescribeAPI = API{Key: kmsg.ConsumerGroupDescribe, MinVersion: 0, MaxVersion: 1, handle: handleConsumerGroupDescribe}
+
 // memberTypeConsumer is ConsumerGroupDescribe's MemberType of a member
 // using the consumer protocol.
 const memberTypeConsumer = 1
 
-func (g *GroupCoordinator) consumerGroupDescribe(req *kmsg.ConsumerGroupDescribeRequest, respond func(kmsg.Response)) {
+func handleConsumerGroupDescribe(g *GroupCoordinator, _ RequestInfo, r kmsg.Request, respond func(kmsg.Response)) {
+	req := r.(*kmsg.ConsumerGroupDescribeRequest)
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
-	resp.Groups = make([]kmsg.ConsumerGroupDescribeResponseGroup, len(req.Groups))
-	g.fanOut(req.Groups, func(s *shard, idx []int, parts []int32) {
-		for j, i := range idx {
-			resp.Groups[i] = s.describeConsumer(parts[j], req.Groups[i], req.Version)
-		}
-	}, func() { respond(resp) })
+	eachGroup(g, req.Groups, func(s *shard, p int32, i int) kmsg.ConsumerGroupDescribeResponseGroup {
+		return s.describeConsumer(p, req.Groups[i], req.Version)
+	}, func(groups []kmsg.ConsumerGroupDescribeResponseGroup) {
+		resp.Groups = groups
+		respond(resp)
+	})
 }
 
 func (s *shard) describeConsumer(p int32, id string, version int16) kmsg.ConsumerGroupDescribeResponseGroup {
 	out := kmsg.NewConsumerGroupDescribeResponseGroup()
 	out.Group = id
-	part, errc := s.owned(p)
+	g, errc := s.ownedGroup(p, id)
 	if errc != nil {
 		out.ErrorCode = errc.Code
 		return out
 	}
-	g := part.groups[id]
 	if g == nil || g.is(stateDead) || g.cons == nil {
 		out.ErrorCode = kerr.GroupIDNotFound.Code
 		msg := fmt.Sprintf("Group %s not found.", id)

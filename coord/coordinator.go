@@ -180,40 +180,11 @@ type RequestInfo struct {
 	ClientHost string
 }
 
-// API is one Kafka API the coordinator serves, with the versions it
-// implements, for the broker's ApiVersions response.
-type API struct {
-	// Key is the Kafka API key (kmsg.Key).
-	Key int16
-	// MinVersion and MaxVersion bound the versions Handle accepts.
-	MinVersion, MaxVersion int16
-}
-
-// APIs returns the Kafka APIs Handle accepts and their version ranges, from
-// Apache Kafka 4.0's minimums (KIP-896 removed OffsetCommit v0-1 and
-// OffsetFetch v0).
-func APIs() []API {
-	return []API{
-		{int16(kmsg.OffsetCommit), 2, 10},
-		{int16(kmsg.OffsetFetch), 1, 10},
-		{int16(kmsg.JoinGroup), 0, 9},
-		{int16(kmsg.Heartbeat), 0, 4},
-		{int16(kmsg.LeaveGroup), 0, 5},
-		{int16(kmsg.SyncGroup), 0, 5},
-		{int16(kmsg.DescribeGroups), 0, 6},
-		{int16(kmsg.ListGroups), 0, 5},
-		{int16(kmsg.DeleteGroups), 0, 3},
-		{int16(kmsg.OffsetDelete), 0, 0},
-		{int16(kmsg.ConsumerGroupHeartbeat), 0, 1},
-		{int16(kmsg.ConsumerGroupDescribe), 0, 1},
-	}
-}
-
 // ErrClosed is returned by Handle after Close.
 var ErrClosed = errors.New("group coordinator closed")
 
 // ErrUnsupported is returned by Handle for requests it does not serve: other
-// API keys, or versions outside APIs.
+// API keys, or versions outside the ranges APIs lists.
 var ErrUnsupported = errors.New("request not served by the group coordinator")
 
 // GroupCoordinator is the sharded group coordinator. Its methods are safe
@@ -225,7 +196,7 @@ type GroupCoordinator struct {
 	clock  Clock
 	newID  func() string
 	shards []*shard
-	maxVer map[int16]int16
+	apis   *apiTable
 
 	// closed is set by Close; inflight counts Handle calls between their
 	// closed check and their push, so that Close can wait them out and no
@@ -248,15 +219,12 @@ func New(cfg Config, store OffsetStore, logger *slog.Logger) (*GroupCoordinator,
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	g := &GroupCoordinator{cfg: cfg, store: store, log: logger, clock: cfg.Clock, newID: cfg.NewUUID, maxVer: make(map[int16]int16)}
+	g := &GroupCoordinator{cfg: cfg, store: store, log: logger, clock: cfg.Clock, newID: cfg.NewUUID, apis: newAPITable()}
 	if g.clock == nil {
 		g.clock = systemClock{}
 	}
 	if g.newID == nil {
 		g.newID = randomUUID
-	}
-	for _, api := range APIs() {
-		g.maxVer[api.Key] = api.MaxVersion
 	}
 	for i := range cfg.Shards {
 		s, err := newShard(g, i)
@@ -345,44 +313,16 @@ func (g *GroupCoordinator) post(s *shard, fn func(*shard)) error {
 // taken where bytes are kept), so req must be decoded with ReadFrom, not
 // UnsafeReadFrom, and not be modified after the call.
 func (g *GroupCoordinator) Handle(info RequestInfo, req kmsg.Request, respond func(kmsg.Response)) error {
-	key := req.Key()
-	maxVer, ok := g.maxVer[key]
-	if !ok || req.GetVersion() < 0 || req.GetVersion() > maxVer {
-		return fmt.Errorf("%w: api key %d version %d", ErrUnsupported, key, req.GetVersion())
+	a := g.apis.lookup(req.Key())
+	if a == nil || req.GetVersion() < a.MinVersion || req.GetVersion() > a.MaxVersion {
+		return fmt.Errorf("%w: api key %d version %d", ErrUnsupported, req.Key(), req.GetVersion())
 	}
 	g.inflight.Add(1)
 	defer g.inflight.Add(-1)
 	if g.closed.Load() {
 		return ErrClosed
 	}
-	switch r := req.(type) {
-	case *kmsg.JoinGroupRequest:
-		g.toGroup(r.Group, func(s *shard, p int32) { s.joinGroup(p, info, r, respond) })
-	case *kmsg.SyncGroupRequest:
-		g.toGroup(r.Group, func(s *shard, p int32) { s.syncGroup(p, r, respond) })
-	case *kmsg.HeartbeatRequest:
-		g.toGroup(r.Group, func(s *shard, p int32) { s.heartbeat(p, r, respond) })
-	case *kmsg.LeaveGroupRequest:
-		g.toGroup(r.Group, func(s *shard, p int32) { s.leaveGroup(p, r, respond) })
-	case *kmsg.OffsetCommitRequest:
-		g.toGroup(r.Group, func(s *shard, p int32) { s.offsetCommit(p, r, respond) })
-	case *kmsg.OffsetDeleteRequest:
-		g.toGroup(r.Group, func(s *shard, p int32) { s.offsetDelete(p, r, respond) })
-	case *kmsg.OffsetFetchRequest:
-		g.offsetFetch(r, respond)
-	case *kmsg.DescribeGroupsRequest:
-		g.describeGroups(r, respond)
-	case *kmsg.DeleteGroupsRequest:
-		g.deleteGroups(r, respond)
-	case *kmsg.ListGroupsRequest:
-		g.listGroups(r, respond)
-	case *kmsg.ConsumerGroupHeartbeatRequest:
-		g.toGroup(r.Group, func(s *shard, p int32) { s.consumerGroupHeartbeat(p, info, r, respond) })
-	case *kmsg.ConsumerGroupDescribeRequest:
-		g.consumerGroupDescribe(r, respond)
-	default:
-		return fmt.Errorf("%w: %T", ErrUnsupported, req)
-	}
+	a.handle(g, info, req, respond)
 	return nil
 }
 
@@ -421,6 +361,19 @@ func (g *GroupCoordinator) fanOut(groups []string, part func(s *shard, idx []int
 			}
 		})
 	}
+}
+
+// eachGroup answers a request about many groups at once (DescribeGroups,
+// ConsumerGroupDescribe, OffsetFetch v8+): one runs on the shard that owns
+// group i, with the group's partition, and its result goes to index i; done
+// gets every result once the last shard is finished.
+func eachGroup[T any](g *GroupCoordinator, groups []string, one func(s *shard, p int32, i int) T, done func([]T)) {
+	out := make([]T, len(groups))
+	g.fanOut(groups, func(s *shard, idx []int, parts []int32) {
+		for j, i := range idx {
+			out[i] = one(s, parts[j], i)
+		}
+	}, func() { done(out) })
 }
 
 // Close stops the shards. Requests still waiting (a JoinGroup in a

@@ -11,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/internal/testutil"
 )
 
 func TestPartitionFor(t *testing.T) {
@@ -504,7 +506,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 		rec := Record{Key: key, Value: value}
 		d, err := decodeRecord(rec)
-		r := &replayed{groups: map[string]*kmsg.GroupMetadataValue{}, offsets: map[string]map[topicPartition]committedOffset{}}
+		r := newReplayed()
 		r.apply(rec)
 		if err != nil {
 			return
@@ -630,10 +632,10 @@ func TestConcurrentGroups(t *testing.T) {
 		describe.Groups = append(describe.Groups, groupName(gi))
 	}
 	stable := 0
-	waitFor(t, 30*time.Second, 20*time.Millisecond, func() bool {
+	testutil.WaitFor(t, 30*time.Second, func() error {
 		resp, ok := call(describe).(*kmsg.DescribeGroupsResponse)
 		if !ok {
-			return true
+			return nil
 		}
 		stable = 0
 		for _, g := range resp.Groups {
@@ -645,8 +647,11 @@ func TestConcurrentGroups(t *testing.T) {
 				stable++
 			}
 		}
-		return stable == groups
-	}, func() string { return fmt.Sprintf("%d of %d groups stable with all members", stable, groups) })
+		if stable != groups {
+			return fmt.Errorf("%d of %d groups stable with all members", stable, groups)
+		}
+		return nil
+	})
 }
 
 // TestMetadataPassThrough checks that protocol metadata and assignments of a

@@ -1,11 +1,9 @@
 package coord
 
 import (
-	"bufio"
 	"cmp"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -18,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringbroker/internal/testutil"
 	"ringbroker/internal/timingwheel"
 )
 
@@ -296,21 +295,6 @@ func waitGroup(t testing.TB, wg *sync.WaitGroup, limit time.Duration) {
 	case <-done:
 	case <-time.After(limit):
 		t.Fatalf("coordinator did not settle within %v", limit)
-	}
-}
-
-// waitFor polls cond every interval until it holds, failing the test with
-// what() if it does not within limit.
-func waitFor(t testing.TB, limit, interval time.Duration, cond func() bool, what func() string) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not reached within %v: %s", limit, what())
-		}
-		<-tick.C
 	}
 }
 
@@ -852,56 +836,6 @@ func deref(s *string) string {
 	return *s
 }
 
-// block is one command of a script with the text before it.
-type block struct {
-	before   []string
-	cmd      string
-	expected []string
-}
-
-func parseScript(t *testing.T, path string) (blocks []block, trailer []string) {
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var cur block
-	state := 0 // 0: before command, 1: after command, 2: in output
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		switch state {
-		case 0:
-			if line == "" || strings.HasPrefix(line, "#") {
-				cur.before = append(cur.before, line)
-				continue
-			}
-			cur.cmd, state = line, 1
-		case 1:
-			if line != "----" {
-				t.Fatalf("%s:%d: want ---- after command %q", path, n, cur.cmd)
-			}
-			state = 2
-		case 2:
-			if line == "" {
-				blocks = append(blocks, cur)
-				cur, state = block{}, 0
-				continue
-			}
-			cur.expected = append(cur.expected, line)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if state == 2 {
-		blocks = append(blocks, cur)
-	} else if state == 1 {
-		t.Fatalf("%s: command %q has no ----", path, cur.cmd)
-	}
-	return blocks, cur.before
-}
-
 // TestScenarios runs the scripts in testdata: each command is followed by
 // the responses it caused, after the coordinator settled. Run with -rewrite
 // to regenerate the expected output after reviewing a behaviour change.
@@ -913,31 +847,8 @@ func TestScenarios(t *testing.T) {
 	sort.Strings(paths)
 	for _, path := range paths {
 		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
-			blocks, trailer := parseScript(t, path)
 			sc := &scenario{t: t, d: newDriver(t, testConfig()), actors: map[string]*actor{}}
-			var out strings.Builder
-			for _, b := range blocks {
-				got := sc.run(b.cmd)
-				if !*rewrite && !slices.Equal(got, b.expected) {
-					t.Errorf("%s: %s\ngot:\n%s\nwant:\n%s", path, b.cmd, strings.Join(got, "\n"), strings.Join(b.expected, "\n"))
-				}
-				for _, l := range b.before {
-					out.WriteString(l + "\n")
-				}
-				out.WriteString(b.cmd + "\n----\n")
-				for _, l := range got {
-					out.WriteString(l + "\n")
-				}
-				out.WriteString("\n")
-			}
-			if *rewrite {
-				for _, l := range trailer {
-					out.WriteString(l + "\n")
-				}
-				if err := os.WriteFile(path, []byte(strings.TrimRight(out.String(), "\n")+"\n"), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
+			testutil.RunScript(t, path, *rewrite, sc.run)
 		})
 	}
 }

@@ -136,6 +136,16 @@ func (s *shard) owned(p int32) (*partition, *kerr.Error) {
 	return part, nil
 }
 
+// ownedGroup returns group id of partition p, nil when the partition holds
+// no such group, or the error owned reports for p.
+func (s *shard) ownedGroup(p int32, id string) (*group, *kerr.Error) {
+	part, errc := s.owned(p)
+	if errc != nil {
+		return nil, errc
+	}
+	return part.groups[id], nil
+}
+
 // appendRecords writes records to partition p's log and runs then on the
 // shard with the outcome. then also runs, with NOT_COORDINATOR, if the
 // partition is unloaded or the coordinator closes first. Records larger than
@@ -339,6 +349,11 @@ type replayed struct {
 	firstErr  error
 }
 
+func newReplayed() *replayed {
+	return &replayed{groups: make(map[string]*kmsg.GroupMetadataValue), consumers: make(map[string]*replayedConsumer),
+		offsets: make(map[string]map[topicPartition]committedOffset)}
+}
+
 // groupIDs returns, sorted, every group with metadata or offsets.
 func (r *replayed) groupIDs() []string {
 	ids := make([]string, 0, len(r.groups)+len(r.offsets))
@@ -362,8 +377,7 @@ func (r *replayed) groupIDs() []string {
 // replay reads partition p from store. Records that do not decode, and
 // record types this coordinator does not use, are skipped and counted.
 func replay(store OffsetStore, p int32) (*replayed, error) {
-	r := &replayed{groups: make(map[string]*kmsg.GroupMetadataValue), consumers: make(map[string]*replayedConsumer),
-		offsets: make(map[string]map[topicPartition]committedOffset)}
+	r := newReplayed()
 	err := store.Load(p, func(rec Record) error {
 		r.apply(rec)
 		return nil

@@ -235,29 +235,22 @@ func varintLen(v int64) int {
 
 // appendGroupError maps a store error to the error code Kafka returns for a
 // failed group metadata write (GroupMetadataManager.storeGroup).
-func appendGroupError(err error) *kerr.Error {
-	switch e := storeKafkaError(err); e {
-	case kerr.UnknownTopicOrPartition, kerr.NotEnoughReplicas, kerr.NotEnoughReplicasAfterAppend, kerr.RequestTimedOut:
-		return kerr.CoordinatorNotAvailable
-	case kerr.NotLeaderForPartition, kerr.KafkaStorageError:
-		return kerr.NotCoordinator
-	case kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidFetchSize:
-		return kerr.UnknownServerError
-	default:
-		return e
-	}
-}
+func appendGroupError(err error) *kerr.Error { return appendError(err, kerr.UnknownServerError) }
 
 // appendOffsetError maps a store error to the error code Kafka returns for a
 // failed offset commit write.
-func appendOffsetError(err error) *kerr.Error {
+func appendOffsetError(err error) *kerr.Error { return appendError(err, kerr.InvalidCommitOffsetSize) }
+
+// appendError maps a store error as Kafka's coordinator does for its writes;
+// a batch that is too large gets tooLarge, which differs by write.
+func appendError(err error, tooLarge *kerr.Error) *kerr.Error {
 	switch e := storeKafkaError(err); e {
 	case kerr.UnknownTopicOrPartition, kerr.NotEnoughReplicas, kerr.NotEnoughReplicasAfterAppend, kerr.RequestTimedOut:
 		return kerr.CoordinatorNotAvailable
 	case kerr.NotLeaderForPartition, kerr.KafkaStorageError:
 		return kerr.NotCoordinator
 	case kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidFetchSize:
-		return kerr.InvalidCommitOffsetSize
+		return tooLarge
 	default:
 		return e
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"net"
 	"slices"
@@ -18,7 +17,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"ringbroker/bench/benchtest"
+	"ringbroker/internal/brokertest"
+	"ringbroker/internal/recordbatch"
+	"ringbroker/internal/testutil"
 )
 
 const (
@@ -153,7 +154,7 @@ func TestBadInput(t *testing.T) {
 		if !b.Alive() {
 			t.Fatalf("broker process died")
 		}
-		if err := benchtest.MetadataOK(b.Addr()); err != nil {
+		if err := brokertest.MetadataOK(b.Addr()); err != nil {
 			t.Fatalf("broker does not answer after the bad input: %v", err)
 		}
 	})
@@ -161,40 +162,10 @@ func TestBadInput(t *testing.T) {
 
 // recordBatch encodes a v2 record batch with one record; corrupt flips a bit of the CRC.
 func recordBatch(key, value []byte, corrupt bool) []byte {
-	rec := []byte{0}                  // attributes
-	rec = binary.AppendVarint(rec, 0) // timestamp delta
-	rec = binary.AppendVarint(rec, 0) // offset delta
-	rec = binary.AppendVarint(rec, int64(len(key)))
-	rec = append(rec, key...)
-	rec = binary.AppendVarint(rec, int64(len(value)))
-	rec = append(rec, value...)
-	rec = binary.AppendVarint(rec, 0) // headers
-	records := binary.AppendVarint(nil, int64(len(rec)))
-	records = append(records, rec...)
-
-	now := time.Now().UnixMilli()
-	batch := kmsg.RecordBatch{
-		FirstOffset:          0,
-		PartitionLeaderEpoch: -1,
-		Magic:                2,
-		Attributes:           0,
-		LastOffsetDelta:      0,
-		FirstTimestamp:       now,
-		MaxTimestamp:         now,
-		ProducerID:           -1,
-		ProducerEpoch:        -1,
-		FirstSequence:        -1,
-		NumRecords:           1,
-		Records:              records,
-	}
-	raw := batch.AppendTo(nil)
-	// Length counts the bytes after itself; the CRC covers everything after itself.
-	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
-	crc := crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli))
+	raw := testutil.SealBatch(testutil.NewBatch(time.Now().UnixMilli(), kmsg.Record{Key: key, Value: value}))
 	if corrupt {
-		crc ^= 1
+		raw[recordbatch.OffCRC+3] ^= 1
 	}
-	binary.BigEndian.PutUint32(raw[17:], crc)
 	return raw
 }
 
@@ -341,7 +312,7 @@ func (g *goodClient) progress(t *testing.T) {
 	g.mu.Lock()
 	from := g.rounds
 	g.mu.Unlock()
-	waitFor(t, 30*time.Second, func() error {
+	testutil.WaitFor(t, 30*time.Second, func() error {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		if g.err != nil {

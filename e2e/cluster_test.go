@@ -15,7 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"ringbroker/bench/benchtest"
+	"ringbroker/internal/brokertest"
+	"ringbroker/internal/testutil"
 )
 
 // clusterTimeout bounds each wait of the cluster test (elections, fencing, catch-up).
@@ -29,7 +30,7 @@ func startCluster(t *testing.T, n int, extra ...string) []*Broker {
 	ps := make([]ports, n)
 	var voters []string
 	for i := range ps {
-		ps[i] = ports{benchtest.FreePort(t), benchtest.FreePort(t), benchtest.FreePort(t)}
+		ps[i] = ports{brokertest.FreePort(t), brokertest.FreePort(t), brokertest.FreePort(t)}
 		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", i+1, ps[i].controller))
 	}
 	cid := newClusterID(t)
@@ -61,7 +62,7 @@ func startCluster(t *testing.T, n int, extra ...string) []*Broker {
 		b.t.Cleanup(func() {
 			b.Kill()
 			if b.t.Failed() {
-				b.t.Logf("node %d log %s (tail):\n%s", i+1, b.log, benchtest.TailFile(b.log, logTailBytes))
+				b.t.Logf("node %d log %s (tail):\n%s", i+1, b.log, brokertest.TailFile(b.log, logTailBytes))
 			}
 		})
 		b.startProcess()
@@ -120,7 +121,7 @@ func clusterMetadata(t *testing.T, b *Broker, topic string) (*kmsg.MetadataRespo
 func waitLeaders(t *testing.T, nodes []*Broker, topic string, n int, offline int32) []int32 {
 	t.Helper()
 	var leaders []int32
-	waitFor(t, clusterTimeout, func() error {
+	testutil.WaitFor(t, clusterTimeout, func() error {
 		leaders = nil
 		for i, b := range nodes {
 			if !b.Alive() {
@@ -161,7 +162,7 @@ func TestCluster(t *testing.T) {
 	}
 	nodes := startCluster(t, 3)
 	// Every node lists all three brokers.
-	waitFor(t, clusterTimeout, func() error {
+	testutil.WaitFor(t, clusterTimeout, func() error {
 		for i, b := range nodes {
 			md, err := clusterMetadata(t, b, "none")
 			if err != nil {
@@ -205,11 +206,11 @@ func TestCluster(t *testing.T) {
 	// SIGKILL the active controller: another is elected, topic creation goes on, and the
 	// dead broker is fenced (its partitions go offline with RF=1).
 	var lead int
-	waitFor(t, clusterTimeout, func() (err error) { lead, err = activeController(nodes); return err })
+	testutil.WaitFor(t, clusterTimeout, func() (err error) { lead, err = activeController(nodes); return err })
 	t.Logf("active controller: node %d; killing it", lead+1)
 	nodes[lead].Kill()
 	var next int
-	waitFor(t, clusterTimeout, func() (err error) { next, err = activeController(nodes); return err })
+	testutil.WaitFor(t, clusterTimeout, func() (err error) { next, err = activeController(nodes); return err })
 	t.Logf("new active controller: node %d", next+1)
 	survivor := nodes[(lead+1)%3]
 	for i := range 6 {

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringbroker/internal/testutil"
 	"ringbroker/wire"
 )
 
@@ -70,6 +71,9 @@ func produceAndKill(t *testing.T, b *Broker, topic string, round, target int, ex
 		mu    sync.Mutex
 		acked = map[int32][]ackedRecord{}
 		count int
+		// taken is set once the acknowledgements are handed back: promises franz-go completes
+		// after Close returns are not checked.
+		taken bool
 	)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -85,13 +89,15 @@ func produceAndKill(t *testing.T, b *Broker, topic string, round, target int, ex
 					return
 				}
 				mu.Lock()
-				acked[r.Partition] = append(acked[r.Partition], ackedRecord{offset: r.Offset, value: r.Value})
-				count++
+				if !taken {
+					acked[r.Partition] = append(acked[r.Partition], ackedRecord{offset: r.Offset, value: r.Value})
+					count++
+				}
 				mu.Unlock()
 			})
 		}
 	}()
-	waitFor(t, time.Minute, func() error {
+	testutil.WaitFor(t, time.Minute, func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		if count < target {
@@ -106,6 +112,7 @@ func produceAndKill(t *testing.T, b *Broker, topic string, round, target int, ex
 	cl.Close()
 	mu.Lock()
 	defer mu.Unlock()
+	taken = true
 	for p, recs := range acked {
 		for i := 1; i < len(recs); i++ {
 			if recs[i].offset <= recs[i-1].offset {

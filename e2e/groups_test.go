@@ -23,6 +23,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/internal/testutil"
 )
 
 // Consumer group tests: Apache Kafka's Java consumer (classic and KIP-848 protocols),
@@ -256,7 +258,7 @@ func committedOffsets(t *testing.T, b *Broker, group, topic string) map[int32]in
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var out map[int32]int64
-	waitFor(t, 30*time.Second, func() error {
+	testutil.WaitFor(t, 30*time.Second, func() error {
 		offs, err := b.Admin(t).FetchOffsets(ctx, group)
 		if err == nil {
 			err = offs.Error()
@@ -395,23 +397,23 @@ func testJavaGroup(t *testing.T, b *Broker, protocol string) {
 	for _, n := range names {
 		members[n] = startJavaMember(t, b, own, group, topic, protocol, n)
 	}
-	waitFor(t, groupWait, func() error { return own.exactCover(names, groupPartitions) })
+	testutil.WaitFor(t, groupWait, func() error { return own.exactCover(names, groupPartitions) })
 	phase("group formed")
-	waitFor(t, groupWait, func() error { return own.consumedAll(b.EndOffsets(t, topic)) })
+	testutil.WaitFor(t, groupWait, func() error { return own.consumedAll(b.EndOffsets(t, topic)) })
 	own.check()
 
 	// Kill one member: the others own all partitions shortly after its session ends.
 	killed := time.Now()
 	members["j2"].kill(t, own)
 	survivors := []string{"j1", "j3"}
-	waitFor(t, groupSession+takeoverSlack+5*time.Second, func() error { return own.exactCover(survivors, groupPartitions) })
+	testutil.WaitFor(t, groupSession+takeoverSlack+5*time.Second, func() error { return own.exactCover(survivors, groupPartitions) })
 	took := time.Since(killed)
 	t.Logf("%s: survivors own every partition %v after the kill (session timeout %v)", protocol, took.Round(time.Millisecond), groupSession)
 	if took > groupSession+takeoverSlack {
 		t.Fatalf("takeover took %v; want at most the session timeout %v plus %v", took, groupSession, takeoverSlack)
 	}
 	produceGroupRecords(t, b, topic, 120)
-	waitFor(t, groupWait, func() error { return own.consumedAll(b.EndOffsets(t, topic)) })
+	testutil.WaitFor(t, groupWait, func() error { return own.consumedAll(b.EndOffsets(t, topic)) })
 	own.check()
 	for _, n := range survivors {
 		members[n].stop(t)
@@ -426,7 +428,7 @@ func testJavaGroup(t *testing.T, b *Broker, protocol string) {
 	}
 	produceGroupRecords(t, b, topic, 24)
 	j4 := startJavaMember(t, b, own, group, topic, protocol, "j4")
-	waitFor(t, groupWait, func() error { return own.consumedAll(b.EndOffsets(t, topic)) })
+	testutil.WaitFor(t, groupWait, func() error { return own.consumedAll(b.EndOffsets(t, topic)) })
 	for p, first := range own.minOffsets("j4") {
 		if first != committed[p] {
 			t.Fatalf("new member started partition %d at offset %d; want the committed %d", p, first, committed[p])
@@ -585,8 +587,8 @@ func testFranzGroup(t *testing.T, b *Broker, name string, opts []kgo.Opt, realTi
 		}
 		clients[m], dones[m] = start(m, extra...)
 	}
-	waitFor(t, groupWait, func() error { return own.exactCover(names, groupPartitions) })
-	waitFor(t, groupWait, func() error {
+	testutil.WaitFor(t, groupWait, func() error { return own.exactCover(names, groupPartitions) })
+	testutil.WaitFor(t, groupWait, func() error {
 		own.mu.Lock()
 		defer own.mu.Unlock()
 		if len(own.byMember["f2"]) == 0 {
@@ -599,10 +601,10 @@ func testFranzGroup(t *testing.T, b *Broker, name string, opts []kgo.Opt, realTi
 	<-dones["f2"]
 	own.gone("f2")
 	survivors := []string{"f1", "f3"}
-	waitFor(t, groupSession+takeoverSlack+5*time.Second, func() error { return own.exactCover(survivors, groupPartitions) })
+	testutil.WaitFor(t, groupSession+takeoverSlack+5*time.Second, func() error { return own.exactCover(survivors, groupPartitions) })
 	t.Logf("%s: survivors own every partition %v after the kill", name, time.Since(killed).Round(time.Millisecond))
 	stopProducing()
-	waitFor(t, groupWait, func() error { return own.consumedAll(b.EndOffsets(t, topic)) })
+	testutil.WaitFor(t, groupWait, func() error { return own.consumedAll(b.EndOffsets(t, topic)) })
 	own.check()
 	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer ccancel()
@@ -631,7 +633,7 @@ func testFranzGroup(t *testing.T, b *Broker, name string, opts []kgo.Opt, realTi
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
 	_, done := start("f4")
-	waitFor(t, groupWait, func() error { return own.consumedAll(b.EndOffsets(t, topic)) })
+	testutil.WaitFor(t, groupWait, func() error { return own.consumedAll(b.EndOffsets(t, topic)) })
 	cancel()
 	<-done
 	for p, first := range own.minOffsets("f4") {
@@ -779,19 +781,19 @@ func TestKcatGroup(t *testing.T) {
 	for _, n := range names {
 		members[n] = startKcatMember(t, b, own, group, topic, n)
 	}
-	waitFor(t, groupWait, func() error { return own.exactCover(names, groupPartitions) })
+	testutil.WaitFor(t, groupWait, func() error { return own.exactCover(names, groupPartitions) })
 	members["k2"].signal(t, syscall.SIGKILL)
 	<-members["k2"].done
 	own.gone("k2")
 	killed := time.Now()
 	survivors := []string{"k1", "k3"}
-	waitFor(t, groupSession+takeoverSlack+5*time.Second, func() error { return own.exactCover(survivors, groupPartitions) })
+	testutil.WaitFor(t, groupSession+takeoverSlack+5*time.Second, func() error { return own.exactCover(survivors, groupPartitions) })
 	t.Logf("kcat: survivors own every partition %v after the kill", time.Since(killed).Round(time.Millisecond))
 	stopProducing()
-	waitFor(t, groupWait, func() error { return own.consumedAll(b.EndOffsets(t, topic)) })
+	testutil.WaitFor(t, groupWait, func() error { return own.consumedAll(b.EndOffsets(t, topic)) })
 	end := b.EndOffsets(t, topic)
 	// Auto-commit runs every 200ms: wait for it to reach the end, then stop cleanly.
-	waitFor(t, groupWait, func() error {
+	testutil.WaitFor(t, groupWait, func() error {
 		if got := committedOffsets(t, b, group, topic); !maps.Equal(got, end) {
 			return fmt.Errorf("committed %v; want %v", got, end)
 		}
@@ -861,7 +863,7 @@ func TestGroupBadInput(t *testing.T) {
 	// answers COORDINATOR_NOT_AVAILABLE while it creates __consumer_offsets).
 	fc := kmsg.NewPtrFindCoordinatorRequest()
 	fc.CoordinatorKeys = []string{"bad-1", "bad-2", "bad-3"}
-	waitFor(t, 30*time.Second, func() error {
+	testutil.WaitFor(t, 30*time.Second, func() error {
 		fr, err := fc.RequestWith(ctx, cl)
 		if err != nil {
 			return fmt.Errorf("FindCoordinator: %w", err)

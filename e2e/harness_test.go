@@ -20,7 +20,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"ringbroker/bench/benchtest"
+	"ringbroker/internal/brokertest"
+	"ringbroker/internal/testutil"
 )
 
 const (
@@ -152,7 +153,7 @@ type process struct {
 func startRingbroker(t *testing.T, io string, overrides ...string) *Broker {
 	t.Helper()
 	dir := t.TempDir()
-	port, metricsPort := benchtest.FreePort(t), benchtest.FreePort(t)
+	port, metricsPort := brokertest.FreePort(t), brokertest.FreePort(t)
 	argv := []string{
 		ringbrokerBinary(),
 		"--io=" + io,
@@ -182,7 +183,7 @@ func startRingbroker(t *testing.T, io string, overrides ...string) *Broker {
 func startKafka(t *testing.T, overrides ...string) *Broker {
 	t.Helper()
 	dir := t.TempDir()
-	port, controllerPort := benchtest.FreePort(t), benchtest.FreePort(t)
+	port, controllerPort := brokertest.FreePort(t), brokertest.FreePort(t)
 	props := filepath.Join(dir, "server.properties")
 	lines := []string{
 		"process.roles=broker,controller",
@@ -234,7 +235,7 @@ func (b *Broker) launch() {
 	b.t.Cleanup(func() {
 		b.Kill()
 		if b.t.Failed() {
-			b.t.Logf("%s log %s (tail):\n%s", b.kind, b.log, benchtest.TailFile(b.log, logTailBytes))
+			b.t.Logf("%s log %s (tail):\n%s", b.kind, b.log, brokertest.TailFile(b.log, logTailBytes))
 		}
 	})
 	start := time.Now()
@@ -273,13 +274,13 @@ func (b *Broker) startProcess() {
 func (b *Broker) waitReady() {
 	b.t.Helper()
 	p := b.current()
-	waitFor(b.t, startTimeout, func() error {
+	testutil.WaitFor(b.t, startTimeout, func() error {
 		select {
 		case <-p.done:
-			b.t.Fatalf("%s exited during start: %v\n%s", b.kind, p.err, benchtest.TailFile(b.log, logTailBytes))
+			b.t.Fatalf("%s exited during start: %v\n%s", b.kind, p.err, brokertest.TailFile(b.log, logTailBytes))
 		default:
 		}
-		return benchtest.MetadataOK(b.addr)
+		return brokertest.MetadataOK(b.addr)
 	})
 }
 
@@ -407,7 +408,7 @@ func (b *Broker) CreateTopic(t testing.TB, topic string, partitions int32, confi
 func (b *Broker) WaitTopic(t testing.TB, topic string, partitions int32) {
 	t.Helper()
 	adm := b.Admin(t)
-	waitFor(t, 30*time.Second, func() error {
+	testutil.WaitFor(t, 30*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		md, err := adm.Metadata(ctx, topic)
@@ -445,25 +446,6 @@ func (b *Broker) EndOffsets(t testing.TB, topic string) map[int32]int64 {
 	out := map[int32]int64{}
 	offs.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
 	return out
-}
-
-// waitFor polls cond every 50ms until it returns nil, failing the test with cond's last
-// error once timeout has passed.
-func waitFor(t testing.TB, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v: %v", timeout, err)
-		}
-		<-tick.C
-	}
 }
 
 // newClusterID makes a KRaft cluster id: 16 random bytes, URL-safe base64 without padding.

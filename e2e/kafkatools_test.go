@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"ringbroker/internal/testutil"
 )
 
 const (
@@ -58,7 +60,7 @@ func testTopicCommand(t *testing.T, b *Broker) {
 
 	topicCmd("--delete", "--topic", topic)
 	adm := b.Admin(t)
-	waitFor(t, 30*time.Second, func() error {
+	testutil.WaitFor(t, 30*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		topics, err := adm.ListTopics(ctx)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"ringbroker/internal/testutil"
 )
 
 const (
@@ -103,7 +105,7 @@ func produceUntilKilled(t *testing.T, b *Broker, topic string) map[int32][]acked
 			})
 		}
 	}()
-	waitFor(t, 2*time.Minute, func() error {
+	testutil.WaitFor(t, 2*time.Minute, func() error {
 		if n := count.Load(); n < killAfterAcked {
 			return fmt.Errorf("%d of %d records acknowledged", n, killAfterAcked)
 		}

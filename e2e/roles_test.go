@@ -11,7 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"ringbroker/bench/benchtest"
+	"ringbroker/internal/brokertest"
+	"ringbroker/internal/testutil"
 )
 
 // TestClusterRoles runs ringbroker processes in each process.roles: nodes 1 and 2 are broker
@@ -28,7 +29,7 @@ func TestClusterRoles(t *testing.T) {
 	ctrl := make([]int, len(roles))
 	var voters []string
 	for i, r := range roles {
-		client[i], ctrl[i] = benchtest.FreePort(t), benchtest.FreePort(t)
+		client[i], ctrl[i] = brokertest.FreePort(t), brokertest.FreePort(t)
 		if strings.Contains(r, "controller") {
 			voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", i+1, ctrl[i]))
 		}
@@ -51,7 +52,7 @@ func TestClusterRoles(t *testing.T) {
 			"listeners=" + strings.Join(ls, ","),
 			"controller.listener.names=CONTROLLER",
 			"log.dirs=" + filepath.Join(dir, "data"),
-			fmt.Sprintf("metrics.listen=127.0.0.1:%d", benchtest.FreePort(t)),
+			fmt.Sprintf("metrics.listen=127.0.0.1:%d", brokertest.FreePort(t)),
 			"broker.heartbeat.interval.ms=500",
 			"broker.session.timeout.ms=3000",
 		}
@@ -70,7 +71,7 @@ func TestClusterRoles(t *testing.T) {
 		t.Cleanup(func() {
 			b.Kill()
 			if t.Failed() {
-				t.Logf("node %d (%s) log %s (tail):\n%s", i+1, r, b.log, benchtest.TailFile(b.log, logTailBytes))
+				t.Logf("node %d (%s) log %s (tail):\n%s", i+1, r, b.log, brokertest.TailFile(b.log, logTailBytes))
 			}
 		})
 		b.startProcess()
@@ -81,9 +82,9 @@ func TestClusterRoles(t *testing.T) {
 		b.waitReady()
 	}
 	// The controller-only node listens on its controller port only.
-	waitFor(t, clusterTimeout, func() error {
+	testutil.WaitFor(t, clusterTimeout, func() error {
 		if !nodes[2].Alive() {
-			return fmt.Errorf("controller-only node 3 exited:\n%s", benchtest.TailFile(nodes[2].log, logTailBytes))
+			return fmt.Errorf("controller-only node 3 exited:\n%s", brokertest.TailFile(nodes[2].log, logTailBytes))
 		}
 		c, err := net.DialTimeout("tcp", nodes[2].addr, time.Second)
 		if err != nil {
@@ -97,7 +98,7 @@ func TestClusterRoles(t *testing.T) {
 	}
 
 	// Every broker lists the three brokers; the controller-only node is not one of them.
-	waitFor(t, clusterTimeout, func() error {
+	testutil.WaitFor(t, clusterTimeout, func() error {
 		for _, b := range brokers {
 			md, err := clusterMetadata(t, b, "none")
 			if err != nil {
@@ -118,7 +119,7 @@ func TestClusterRoles(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(learnerLog), "joined the metadata quorum as a learner") {
-		t.Fatalf("node 4's log does not show it joined as a learner:\n%s", benchtest.TailFile(nodes[3].log, logTailBytes))
+		t.Fatalf("node 4's log does not show it joined as a learner:\n%s", brokertest.TailFile(nodes[3].log, logTailBytes))
 	}
 
 	// A topic created through the learner appears on every broker, with partitions on it.

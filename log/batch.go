@@ -3,38 +3,11 @@ package log
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"math"
+
+	"ringbroker/internal/crc32c"
+	"ringbroker/internal/recordbatch"
 )
-
-// Record batch v2 header layout (all integers big-endian).
-const (
-	offBaseOffset      = 0  // int64
-	offBatchLength     = 8  // int32: bytes after this field
-	offLeaderEpoch     = 12 // int32
-	offMagic           = 16 // int8
-	offCRC             = 17 // uint32: CRC32C of bytes offAttributes..end
-	offAttributes      = 21 // int16
-	offLastOffsetDelta = 23 // int32
-	offBaseTimestamp   = 27 // int64
-	offMaxTimestamp    = 35 // int64
-	offProducerID      = 43 // int64
-	offProducerEpoch   = 51 // int16
-	offBaseSequence    = 53 // int32
-	offNumRecords      = 57 // int32
-	batchHeaderSize    = 61 // first record starts here
-
-	logOverhead    = 12                            // baseOffset + batchLength, not counted by batchLength
-	minBatchLength = batchHeaderSize - logOverhead // batchLength of a batch without records
-	batchMagic     = 2                             // the only format the log stores
-
-	attrCompression   = 0x07 // codec bits; 0 is uncompressed
-	attrLogAppendTime = 0x08 // timestamp type bit
-	attrControl       = 0x20 // transaction marker batch
-)
-
-// castagnoli is the CRC32C table used by record batch v2; it is never written after init.
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // batchHeader is the fixed part of a record batch v2.
 type batchHeader struct {
@@ -53,29 +26,29 @@ type batchHeader struct {
 	numRecords      int32
 }
 
-// parseHeader decodes the header at the start of b; len(b) must be at least batchHeaderSize.
+// parseHeader decodes the header at the start of b; len(b) must be at least recordbatch.HeaderSize.
 func parseHeader(b []byte) batchHeader {
-	_ = b[batchHeaderSize-1]
+	_ = b[recordbatch.HeaderSize-1]
 	be := binary.BigEndian
 	return batchHeader{
-		baseOffset:      int64(be.Uint64(b[offBaseOffset:])),
-		length:          int32(be.Uint32(b[offBatchLength:])),
-		leaderEpoch:     int32(be.Uint32(b[offLeaderEpoch:])),
-		magic:           int8(b[offMagic]),
-		crc:             be.Uint32(b[offCRC:]),
-		attributes:      int16(be.Uint16(b[offAttributes:])),
-		lastOffsetDelta: int32(be.Uint32(b[offLastOffsetDelta:])),
-		baseTimestamp:   int64(be.Uint64(b[offBaseTimestamp:])),
-		maxTimestamp:    int64(be.Uint64(b[offMaxTimestamp:])),
-		producerID:      int64(be.Uint64(b[offProducerID:])),
-		producerEpoch:   int16(be.Uint16(b[offProducerEpoch:])),
-		baseSequence:    int32(be.Uint32(b[offBaseSequence:])),
-		numRecords:      int32(be.Uint32(b[offNumRecords:])),
+		baseOffset:      int64(be.Uint64(b[recordbatch.OffBaseOffset:])),
+		length:          int32(be.Uint32(b[recordbatch.OffBatchLength:])),
+		leaderEpoch:     int32(be.Uint32(b[recordbatch.OffLeaderEpoch:])),
+		magic:           int8(b[recordbatch.OffMagic]),
+		crc:             be.Uint32(b[recordbatch.OffCRC:]),
+		attributes:      int16(be.Uint16(b[recordbatch.OffAttributes:])),
+		lastOffsetDelta: int32(be.Uint32(b[recordbatch.OffLastOffsetDelta:])),
+		baseTimestamp:   int64(be.Uint64(b[recordbatch.OffBaseTimestamp:])),
+		maxTimestamp:    int64(be.Uint64(b[recordbatch.OffMaxTimestamp:])),
+		producerID:      int64(be.Uint64(b[recordbatch.OffProducerID:])),
+		producerEpoch:   int16(be.Uint16(b[recordbatch.OffProducerEpoch:])),
+		baseSequence:    int32(be.Uint32(b[recordbatch.OffBaseSequence:])),
+		numRecords:      int32(be.Uint32(b[recordbatch.OffNumRecords:])),
 	}
 }
 
 // size is the batch's total length in bytes.
-func (h *batchHeader) size() int64 { return logOverhead + int64(h.length) }
+func (h *batchHeader) size() int64 { return recordbatch.LogOverhead + int64(h.length) }
 
 // lastOffset is the offset of the batch's last record.
 func (h *batchHeader) lastOffset() int64 { return h.baseOffset + int64(h.lastOffsetDelta) }
@@ -86,7 +59,7 @@ func (h *batchHeader) lastSequence() int32 {
 	return incrementSequence(h.baseSequence, h.lastOffsetDelta)
 }
 
-func (h *batchHeader) isControl() bool { return h.attributes&attrControl != 0 }
+func (h *batchHeader) isControl() bool { return h.attributes&recordbatch.AttrControl != 0 }
 
 // incrementSequence adds delta (>= 0) to seq, wrapping from MaxInt32 to 0.
 func incrementSequence(seq, delta int32) int32 {
@@ -100,22 +73,22 @@ func incrementSequence(seq, delta int32) int32 {
 // length, magic 2, a non-negative lastOffsetDelta and, when verifyCRC, its CRC32C. It never
 // reads outside b.
 func checkBatch(b []byte, verifyCRC bool) (batchHeader, error) {
-	if len(b) < batchHeaderSize {
-		return batchHeader{}, fmt.Errorf("truncated header: %d bytes left, want at least %d", len(b), batchHeaderSize)
+	if len(b) < recordbatch.HeaderSize {
+		return batchHeader{}, fmt.Errorf("truncated header: %d bytes left, want at least %d", len(b), recordbatch.HeaderSize)
 	}
 	h := parseHeader(b)
 	switch {
-	case h.length < minBatchLength:
-		return h, fmt.Errorf("batchLength=%d; want at least %d", h.length, minBatchLength)
+	case h.length < recordbatch.MinBatchLength:
+		return h, fmt.Errorf("batchLength=%d; want at least %d", h.length, recordbatch.MinBatchLength)
 	case h.size() > int64(len(b)):
 		return h, fmt.Errorf("truncated batch: batchLength=%d needs %d bytes, %d left", h.length, h.size(), len(b))
-	case h.magic != batchMagic:
-		return h, fmt.Errorf("magic=%d; want %d", h.magic, batchMagic)
+	case h.magic != recordbatch.Magic:
+		return h, fmt.Errorf("magic=%d; want %d", h.magic, recordbatch.Magic)
 	case h.lastOffsetDelta < 0:
 		return h, fmt.Errorf("lastOffsetDelta=%d; want >= 0", h.lastOffsetDelta)
 	}
 	if verifyCRC {
-		if got := crc32.Checksum(b[offAttributes:h.size()], castagnoli); got != h.crc {
+		if got := crc32c.Checksum(b[recordbatch.OffAttributes:h.size()]); got != h.crc {
 			return h, fmt.Errorf("crc mismatch: stored %#08x, computed %#08x", h.crc, got)
 		}
 	}
@@ -127,11 +100,11 @@ func checkBatch(b []byte, verifyCRC bool) (batchHeader, error) {
 // walked (compressed or malformed) or none qualifies; callers then fall back to the batch.
 func firstRecordAtOrAfter(b []byte, ts, minOffset int64) (offset, timestamp int64, ok bool) {
 	h := parseHeader(b)
-	if h.attributes&attrCompression != 0 {
+	if h.attributes&recordbatch.AttrCompression != 0 {
 		return 0, 0, false
 	}
-	logAppend := h.attributes&attrLogAppendTime != 0
-	p := batchHeaderSize
+	logAppend := h.attributes&recordbatch.AttrLogAppendTime != 0
+	p := recordbatch.HeaderSize
 	for range h.numRecords {
 		length, n := binary.Varint(b[p:])
 		if n <= 0 || length < 1 || int64(len(b)-p-n) < length {

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"ringbroker/internal/recordbatch"
 )
 
 func TestCheckBatch(t *testing.T) {
@@ -24,14 +26,14 @@ func TestCheckBatch(t *testing.T) {
 		{"good with trailing bytes", append(bytes.Clone(good), 9, 9), ""},
 		{"short header", good[:60], "truncated header"},
 		{"short batch", good[:len(good)-1], "truncated batch"},
-		{"tiny length", mut(func(b []byte) { binary.BigEndian.PutUint32(b[offBatchLength:], 10) }), "batchLength=10"},
-		{"negative length", mut(func(b []byte) { binary.BigEndian.PutUint32(b[offBatchLength:], math.MaxUint32) }), "batchLength=-1"},
-		{"magic", mut(func(b []byte) { b[offMagic] = 1 }), "magic=1"},
-		{"negative delta", mut(func(b []byte) { binary.BigEndian.PutUint32(b[offLastOffsetDelta:], math.MaxUint32) }), "lastOffsetDelta=-1"},
+		{"tiny length", mut(func(b []byte) { binary.BigEndian.PutUint32(b[recordbatch.OffBatchLength:], 10) }), "batchLength=10"},
+		{"negative length", mut(func(b []byte) { binary.BigEndian.PutUint32(b[recordbatch.OffBatchLength:], math.MaxUint32) }), "batchLength=-1"},
+		{"magic", mut(func(b []byte) { b[recordbatch.OffMagic] = 1 }), "magic=1"},
+		{"negative delta", mut(func(b []byte) { binary.BigEndian.PutUint32(b[recordbatch.OffLastOffsetDelta:], math.MaxUint32) }), "lastOffsetDelta=-1"},
 		{"crc", mut(func(b []byte) { b[len(b)-1] ^= 1 }), "crc mismatch"},
 		{"base offset and epoch lie outside the crc", mut(func(b []byte) {
-			binary.BigEndian.PutUint64(b[offBaseOffset:], 77)
-			binary.BigEndian.PutUint32(b[offLeaderEpoch:], 5)
+			binary.BigEndian.PutUint64(b[recordbatch.OffBaseOffset:], 77)
+			binary.BigEndian.PutUint32(b[recordbatch.OffLeaderEpoch:], 5)
 		}), ""},
 	}
 	for _, tt := range tests {
@@ -57,7 +59,7 @@ func TestIncrementSequence(t *testing.T) {
 
 func TestFirstRecordAtOrAfter(t *testing.T) {
 	b := makeBatch(t, plain(5, 3, 100)) // records at offsets 0..4, timestamps 100..104
-	binary.BigEndian.PutUint64(b[offBaseOffset:], 50)
+	binary.BigEndian.PutUint64(b[recordbatch.OffBaseOffset:], 50)
 	for _, tt := range []struct {
 		ts, minOffset, wOff, wTs int64
 		wOK                      bool
@@ -75,7 +77,7 @@ func TestFirstRecordAtOrAfter(t *testing.T) {
 		t.Error("walked the records of a compressed batch")
 	}
 	broken := bytes.Clone(b)
-	broken[batchHeaderSize] = 0x7f // first record's length far past the end
+	broken[recordbatch.HeaderSize] = 0x7f // first record's length far past the end
 	if _, _, ok := firstRecordAtOrAfter(broken, 0, 0); ok {
 		t.Error("walked a record longer than the batch")
 	}

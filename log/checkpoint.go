@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"ringbroker/internal/fsutil"
 )
 
 // Names of Kafka's per-log-directory files.
@@ -25,8 +27,6 @@ const (
 	LogStartOffsetFile = "log-start-offset-checkpoint"
 	// partitionMetadataFile holds the topic id in the partition directory.
 	partitionMetadataFile = "partition.metadata"
-	// tmpSuffix marks a checkpoint being written; leftovers are removed on Open.
-	tmpSuffix = ".tmp"
 	// deletedSuffix marks the files of a segment dropped by retention whose last reader has not
 	// released it yet; leftovers are removed on Open, as Kafka does with its .deleted files.
 	deletedSuffix = ".deleted"
@@ -47,7 +47,7 @@ func HasCleanShutdownMarker(logDir string) (bool, error) {
 // WriteCleanShutdownMarker durably creates the clean-shutdown marker in logDir. Write it only
 // after every log in the directory is closed.
 func WriteCleanShutdownMarker(logDir string) error {
-	if err := writeFileAtomic(filepath.Join(logDir, CleanShutdownFile), nil); err != nil {
+	if err := fsutil.WriteFileAtomic(filepath.Join(logDir, CleanShutdownFile), nil); err != nil {
 		return fmt.Errorf("write clean-shutdown marker: %w", err)
 	}
 	return nil
@@ -60,7 +60,7 @@ func RemoveCleanShutdownMarker(logDir string) error {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove clean-shutdown marker in %s: %w", logDir, err)
 	}
-	return syncDir(logDir)
+	return fsutil.SyncDir(logDir)
 }
 
 // TopicPartition keys the per-log-directory offset checkpoint files.
@@ -90,7 +90,7 @@ func WriteOffsetCheckpoint(path string, offsets map[TopicPartition]int64) error 
 	for _, tp := range keys {
 		fmt.Fprintf(&b, "%s %d %d\n", tp.Topic, tp.Partition, offsets[tp])
 	}
-	if err := writeFileAtomic(path, b.Bytes()); err != nil {
+	if err := fsutil.WriteFileAtomic(path, b.Bytes()); err != nil {
 		return fmt.Errorf("write offset checkpoint: %w", err)
 	}
 	return nil
@@ -153,45 +153,6 @@ func parsePartitionMetadata(data []byte) ([16]byte, error) {
 	}
 	copy(id[:], raw)
 	return id, nil
-}
-
-// writeFileAtomic replaces path with data durably: a temporary file, fsync, rename, fsync of
-// the directory.
-func writeFileAtomic(path string, data []byte) error {
-	tmp := path + tmpSuffix
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		return errors.Join(fmt.Errorf("write %s: %w", path, err), ignoreNotExist(os.Remove(tmp)))
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open dir for fsync: %w", err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("fsync dir %s: %w", dir, err)
-	}
-	return nil
 }
 
 func ignoreNotExist(err error) error {

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringbroker/internal/codec"
+	"ringbroker/internal/recordbatch"
+	"ringbroker/internal/testutil"
 )
 
 // kv is one record for keyedBatch: a null key when noKey, a null value (tombstone) when tomb.
@@ -42,43 +43,28 @@ func plainOpts(id codec.Codec, ts int64) batchOpts {
 	return batchOpts{codec: id, ts: ts, producerID: -1, epoch: -1, seq: -1}
 }
 
-// keyedBatch encodes a record batch v2 of recs with franz-go's kmsg, really compressed with
-// o.codec, with a valid CRC32C.
+// keyedBatch encodes a record batch v2 of recs, really compressed with o.codec, with a valid
+// CRC32C.
 func keyedBatch(tb testing.TB, o batchOpts, recs ...kv) []byte {
 	tb.Helper()
-	var raw []byte
+	krecs := make([]kmsg.Record, len(recs))
 	for i, r := range recs {
-		rec := kmsg.Record{TimestampDelta64: int64(i), OffsetDelta: int32(i)}
+		krecs[i].TimestampDelta64 = int64(i)
 		if !r.noKey {
-			rec.Key = []byte(r.key)
+			krecs[i].Key = []byte(r.key)
 		}
 		if !r.tomb {
-			rec.Value = []byte(r.value)
+			krecs[i].Value = []byte(r.value)
 		}
-		rec.Length = int32(len(rec.AppendTo(nil)) - 1) // the zero length encodes in one byte
-		raw = rec.AppendTo(raw)
 	}
-	payload, err := codec.New().Compress(o.codec, raw, nil)
+	rb := testutil.NewBatch(o.ts, krecs...)
+	payload, err := codec.New().Compress(o.codec, rb.Records, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	rb := kmsg.RecordBatch{
-		PartitionLeaderEpoch: -1,
-		Magic:                2,
-		Attributes:           int16(o.codec),
-		LastOffsetDelta:      int32(len(recs) - 1),
-		FirstTimestamp:       o.ts,
-		MaxTimestamp:         o.ts + int64(len(recs)-1),
-		ProducerID:           o.producerID,
-		ProducerEpoch:        o.epoch,
-		FirstSequence:        o.seq,
-		NumRecords:           int32(len(recs)),
-		Records:              payload,
-	}
-	rb.Length = int32(batchHeaderSize - logOverhead + len(payload))
-	b := rb.AppendTo(nil)
-	binary.BigEndian.PutUint32(b[offCRC:], crc32.Checksum(b[offAttributes:], castagnoli))
-	return b
+	rb.Records, rb.Attributes = payload, int16(o.codec)
+	rb.ProducerID, rb.ProducerEpoch, rb.FirstSequence = o.producerID, o.epoch, o.seq
+	return testutil.SealBatch(rb)
 }
 
 // gotRecord is a record read back, decoded independently of the cleaner with kmsg.
@@ -307,11 +293,11 @@ func TestCleanerTombstones(t *testing.T) {
 				t.Fatalf("timestamps after rebasing: %d, %d; want 6000, 6001", got[1].timestamp, got[2].timestamp)
 			}
 			horizon := f.clock().Add(time.Hour).UnixMilli()
-			if h := hdrs[1]; h.Attributes&attrDeleteHorizon == 0 || h.FirstTimestamp != horizon || h.MaxTimestamp != 6001 {
+			if h := hdrs[1]; h.Attributes&recordbatch.AttrDeleteHorizon == 0 || h.FirstTimestamp != horizon || h.MaxTimestamp != 6001 {
 				t.Fatalf("tombstone batch attributes %#x first timestamp %d max %d; want delete horizon %d, max 6001",
 					h.Attributes, h.FirstTimestamp, h.MaxTimestamp, horizon)
 			}
-			if h := hdrs[0]; h.Attributes&attrDeleteHorizon != 0 {
+			if h := hdrs[0]; h.Attributes&recordbatch.AttrDeleteHorizon != 0 {
 				t.Fatalf("batch without tombstones got a delete horizon")
 			}
 
@@ -409,10 +395,10 @@ func TestCleanerReadersKeepOldSegments(t *testing.T) {
 // removed asynchronously after the last release.
 func waitNoDeleted(tb testing.TB, dir string) {
 	tb.Helper()
-	waitFor(tb, 5*time.Second, "deleted segment files removed after release", func() bool {
+	testutil.WaitFor(tb, 5*time.Second, testutil.Holds("deleted segment files removed after release", func() bool {
 		ents, _ := filepath.Glob(filepath.Join(dir, "*"+deletedSuffix))
 		return len(ents) == 0
-	})
+	}))
 }
 
 // TestCleanerCompactionLag leaves segments newer than min.compaction.lag.ms alone.
@@ -441,17 +427,17 @@ func TestCleanerLoop(t *testing.T) {
 	}
 	f.roll(t)
 	f.c.Start()
-	waitFor(t, 10*time.Second, "the background cleaner to compact", func() bool {
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("the background cleaner to compact", func() bool {
 		got, _ := readRecords(t, f.l)
 		return len(got) == 5
-	})
+	}))
 	ck := filepath.Join(filepath.Dir(f.dir), CleanerOffsetCheckpointFile)
 	var offsets map[TopicPartition]int64
-	waitFor(t, 5*time.Second, "the cleaner checkpoint", func() bool {
+	testutil.WaitFor(t, 5*time.Second, testutil.Holds("the cleaner checkpoint", func() bool {
 		var err error
 		offsets, err = ReadOffsetCheckpoint(ck)
 		return err == nil && offsets[TopicPartition{"t", 0}] == 50
-	})
+	}))
 	c2 := NewCleaner(CleanerConfig{Now: f.clock, Logger: testLogger(t)})
 	c2.Add(f.l, DefaultCompactionConfig())
 	defer c2.Remove(f.l)

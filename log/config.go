@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"math"
 	"time"
+
+	"ringbroker/internal/recordbatch"
 )
 
 // Config holds the per-topic storage settings, named after Kafka's topic configs.
@@ -62,7 +64,7 @@ func DefaultConfig() Config {
 }
 
 // minSegmentBytes is the smallest segment.bytes accepted: one batch header.
-const minSegmentBytes = batchHeaderSize
+const minSegmentBytes = recordbatch.HeaderSize
 
 // minIndexBytes is the smallest segment.index.bytes accepted: room for two time index entries,
 // one of them reserved for the entry written when the segment rolls.
@@ -78,8 +80,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("index.interval.bytes=%d; want >= 0", c.IndexIntervalBytes)
 	case c.MaxIndexBytes < minIndexBytes:
 		return fmt.Errorf("segment.index.bytes=%d; want >= %d", c.MaxIndexBytes, minIndexBytes)
-	case c.MaxMessageBytes < batchHeaderSize:
-		return fmt.Errorf("max.message.bytes=%d; want >= %d", c.MaxMessageBytes, batchHeaderSize)
+	case c.MaxMessageBytes < recordbatch.HeaderSize:
+		return fmt.Errorf("max.message.bytes=%d; want >= %d", c.MaxMessageBytes, recordbatch.HeaderSize)
 	case c.FlushMessages < 1:
 		return fmt.Errorf("flush.messages=%d; want >= 1", c.FlushMessages)
 	case c.FlushInterval < 0:

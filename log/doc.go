@@ -20,6 +20,11 @@
 // start offset that DeleteRecordsBefore moves; deleted segments stay mapped until their last
 // reader releases them. SetConfig applies changed topic configs to an open log.
 //
-// The package does not import other ringbroker packages: it parses the fixed record batch
-// header itself.
+// Compacted logs (cleanup.policy=compact) are cleaned by a Cleaner in the background:
+// cleaner.go schedules, compact.go rewrites, swap.go replaces segments crash-safely.
+//
+// Of ringbroker's packages it imports only internal/ ones: internal/recordbatch for the record
+// batch v2 layout, internal/crc32c, internal/fsutil for durable file replacement and
+// internal/codec to decompress and recompress batches during compaction. It knows nothing of
+// wire, ring, raft or broker.
 package log

@@ -3,9 +3,15 @@ package log
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+
+	"ringbroker/internal/fsutil"
 )
 
 // leaderEpochFile is Kafka's leader-epoch checkpoint in the partition directory.
@@ -164,4 +170,62 @@ func checkpointLines(data []byte, width int) ([][]string, error) {
 		return nil, fmt.Errorf("read checkpoint: %w", err)
 	}
 	return lines, nil
+}
+
+// loadEpochs reads the leader-epoch checkpoint; a damaged one is dropped and rebuilt from the
+// batches.
+func (l *Log) loadEpochs() {
+	path := filepath.Join(l.dir, leaderEpochFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if err == nil {
+		l.epochs, err = parseEpochCheckpoint(data)
+	}
+	if err != nil {
+		l.logger.Warn("ignoring leader-epoch checkpoint; rebuilding it from the batches", "file", path, "err", err)
+		l.epochs = epochCache{}
+		l.epochsDirty = true
+	}
+}
+
+// writeEpochs durably writes the leader-epoch checkpoint if it changed.
+func (l *Log) writeEpochs() error {
+	if !l.epochsDirty {
+		return nil
+	}
+	if err := fsutil.WriteFileAtomic(filepath.Join(l.dir, leaderEpochFile), l.epochs.marshal()); err != nil {
+		return fmt.Errorf("write leader-epoch checkpoint: %w", err)
+	}
+	l.epochsDirty = false
+	return nil
+}
+
+// SetLeaderEpoch sets the epoch stamped into appended batches and records, as Kafka does when
+// a replica becomes leader, that the epoch starts at the current log end offset. An epoch older
+// than the latest known one is refused.
+func (l *Log) SetLeaderEpoch(epoch int32) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return fmt.Errorf("set leader epoch of %s: %w", l.dir, ErrClosed)
+	}
+	if n := len(l.epochs.entries); n > 0 && epoch < l.epochs.entries[n-1].epoch {
+		return fmt.Errorf("set leader epoch of %s: epoch %d is older than the latest known epoch %d", l.dir, epoch, l.epochs.entries[n-1].epoch)
+	}
+	l.leaderEpoch = epoch
+	if l.epochs.assign(epoch, l.leo.Load()) {
+		l.epochsDirty = true
+	}
+	return l.writeEpochs()
+}
+
+// EndOffsetForEpoch answers OffsetForLeaderEpoch from the leader-epoch cache: the largest
+// epoch <= epoch that the log knows and the offset where the next epoch starts (the log end
+// offset for the current epoch); (-1, -1) when unknown.
+func (l *Log) EndOffsetForEpoch(epoch int32) (int32, int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.epochs.endOffsetFor(epoch, l.leo.Load())
 }

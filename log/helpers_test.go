@@ -2,15 +2,14 @@ package log
 
 import (
 	"bytes"
-	"encoding/binary"
-	"hash/crc32"
 	"log/slog"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/internal/testutil"
 )
 
 // batchSpec describes a record batch built by makeBatch.
@@ -32,32 +31,17 @@ func idem(pid int64, epoch int16, seq int32, records int) batchSpec {
 	return batchSpec{records: records, valueSize: 8, ts: 1000, producerID: pid, epoch: epoch, seq: seq}
 }
 
-// makeBatch encodes a record batch v2 with franz-go's kmsg and computes its CRC32C.
+// makeBatch encodes a record batch v2 of s.records records with a valid CRC32C.
 func makeBatch(tb testing.TB, s batchSpec) []byte {
 	tb.Helper()
-	var recs []byte
-	for i := range s.records {
-		r := kmsg.Record{TimestampDelta64: int64(i), OffsetDelta: int32(i), Value: bytes.Repeat([]byte{byte('a' + i%26)}, s.valueSize)}
-		r.Length = int32(len(r.AppendTo(nil)) - 1) // the zero length encodes in one byte
-		recs = r.AppendTo(recs)
+	recs := make([]kmsg.Record, s.records)
+	for i := range recs {
+		recs[i] = kmsg.Record{TimestampDelta64: int64(i), Value: bytes.Repeat([]byte{byte('a' + i%26)}, s.valueSize)}
 	}
-	rb := kmsg.RecordBatch{
-		PartitionLeaderEpoch: -1,
-		Magic:                2,
-		Attributes:           s.codec,
-		LastOffsetDelta:      int32(s.records - 1),
-		FirstTimestamp:       s.ts,
-		MaxTimestamp:         s.ts + int64(s.records-1),
-		ProducerID:           s.producerID,
-		ProducerEpoch:        s.epoch,
-		FirstSequence:        s.seq,
-		NumRecords:           int32(s.records),
-		Records:              recs,
-	}
-	rb.Length = int32(batchHeaderSize - logOverhead + len(recs))
-	b := rb.AppendTo(nil)
-	binary.BigEndian.PutUint32(b[offCRC:], crc32.Checksum(b[offAttributes:], crc32.MakeTable(crc32.Castagnoli)))
-	return b
+	rb := testutil.NewBatch(s.ts, recs...)
+	rb.Attributes = s.codec
+	rb.ProducerID, rb.ProducerEpoch, rb.FirstSequence = s.producerID, s.epoch, s.seq
+	return testutil.SealBatch(rb)
 }
 
 // testConfig is a small configuration that rolls and indexes often.
@@ -139,18 +123,6 @@ func crash(l *Log) {
 		for _, s := range *segs {
 			s.decRef()
 		}
-	}
-}
-
-// waitFor polls cond every 5ms for at most d.
-func waitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

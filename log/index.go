@@ -275,6 +275,25 @@ func (x *index) lookupPosition(rel int64) int64 {
 	return pos
 }
 
+// floorPosition returns the largest position in an offset index that is at most pos, or 0 when
+// there is none. Index positions are batch starts.
+func (x *index) floorPosition(pos int64) int64 {
+	lo, hi := int64(0), x.n.Load() // find the first entry with position > pos
+	for lo < hi {
+		mid := int64(uint64(lo+hi) >> 1)
+		if _, p := x.offsetEntry(mid); p <= pos {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo == 0 {
+		return 0
+	}
+	_, p := x.offsetEntry(lo - 1)
+	return p
+}
+
 // lookupBeforeTime returns the relative offset of the last time index entry whose timestamp
 // is below ts, or -1 when there is none. No batch up to that offset has a timestamp >= ts.
 func (x *index) lookupBeforeTime(ts int64) int64 {

@@ -11,6 +11,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"ringbroker/internal/recordbatch"
+	"ringbroker/internal/testutil"
 )
 
 // TestRoundTripAcrossRolls appends batches across many segment rolls in every combination of
@@ -294,9 +297,9 @@ func TestRollTriggers(t *testing.T) {
 		for range 40 {
 			mustAppend(t, l, makeBatch(t, plain(1, 1000, 0)))
 		}
-		waitFor(t, 5*time.Second, "recovery point at the active segment", func() bool {
+		testutil.WaitFor(t, 5*time.Second, testutil.Holds("recovery point at the active segment", func() bool {
 			return l.RecoveryPoint() == l.active.base
-		})
+		}))
 	})
 }
 
@@ -308,7 +311,7 @@ func TestAppendErrors(t *testing.T) {
 	defer l.Close()
 	good := makeBatch(t, plain(1, 10, 0))
 	badMagic := bytes.Clone(good)
-	badMagic[offMagic] = 1
+	badMagic[recordbatch.OffMagic] = 1
 	tests := []struct {
 		name    string
 		records []byte
@@ -597,7 +600,7 @@ func TestLogAppendTimeStamp(t *testing.T) {
 	b := makeBatch(t, plain(2, 10, 5))
 	mustAppend(t, l, b)
 	h, err := checkBatch(b, true)
-	if err != nil || h.attributes&attrLogAppendTime == 0 || h.maxTimestamp != 777 || binary.BigEndian.Uint64(b[offBaseTimestamp:]) != 5 {
+	if err != nil || h.attributes&recordbatch.AttrLogAppendTime == 0 || h.maxTimestamp != 777 || binary.BigEndian.Uint64(b[recordbatch.OffBaseTimestamp:]) != 5 {
 		t.Fatalf("stamped header %+v, %v", h, err)
 	}
 	if off, ts, ok := l.OffsetForTimestamp(700); off != 0 || ts != 777 || !ok {

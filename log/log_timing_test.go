@@ -3,6 +3,8 @@ package log
 import (
 	"log/slog"
 	"testing"
+
+	"ringbroker/internal/recordbatch"
 )
 
 // benchBatch is a 16 KiB batch of 1 KiB records.
@@ -58,10 +60,10 @@ func BenchmarkAppendIdempotent(b *testing.B) {
 }
 
 func putSequence(b []byte, seq int32) {
-	b[offBaseSequence] = byte(seq >> 24)
-	b[offBaseSequence+1] = byte(seq >> 16)
-	b[offBaseSequence+2] = byte(seq >> 8)
-	b[offBaseSequence+3] = byte(seq)
+	b[recordbatch.OffBaseSequence] = byte(seq >> 24)
+	b[recordbatch.OffBaseSequence+1] = byte(seq >> 16)
+	b[recordbatch.OffBaseSequence+2] = byte(seq >> 8)
+	b[recordbatch.OffBaseSequence+3] = byte(seq)
 }
 
 // BenchmarkRead fetches one 16 KiB batch per Read from a log of 64 MiB over several segments;

@@ -5,12 +5,6 @@ import (
 	"fmt"
 )
 
-// Record batch attribute bits the cleaner reads or sets, besides those in batch.go.
-const (
-	attrTransactional = 0x10 // batch belongs to a transaction
-	attrDeleteHorizon = 0x40 // KIP-534: baseTimestamp holds the delete horizon
-)
-
 // rawRecord is one record of a v2 batch, sliced from the (decompressed) payload.
 type rawRecord struct {
 	whole       []byte // the record including its length prefix

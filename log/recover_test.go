@@ -3,12 +3,14 @@ package log
 import (
 	"bytes"
 	"encoding/binary"
-	"hash/crc32"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"ringbroker/internal/crc32c"
+	"ringbroker/internal/recordbatch"
 )
 
 // crashFixture writes batches over several segments, abandons the log without closing it and
@@ -58,7 +60,7 @@ func TestRecoveryAfterCrash(t *testing.T) {
 		}},
 		{"byte flipped in an earlier segment drops the later ones", func(t *testing.T, dir string, b [][]byte, bases []int64) int {
 			path := segmentPath(dir, bases[1], logSuffix)
-			flipByte(t, path, int64(len(b[0]))+offAttributes+3) // second batch of segment 1
+			flipByte(t, path, int64(len(b[0]))+recordbatch.OffAttributes+3) // second batch of segment 1
 			return countBelow(b, bases[1]) + 1
 		}},
 		{"index truncated mid-entry", func(t *testing.T, dir string, b [][]byte, bases []int64) int {
@@ -139,7 +141,7 @@ func TestRecoveryAfterCrash(t *testing.T) {
 // goes unnoticed by the CRC scan, damage above it is repaired.
 func TestRecoveryPointSkipsFlushedSegments(t *testing.T) {
 	dir, batches, bases := crashFixture(t)
-	flipByte(t, segmentPath(dir, bases[0], logSuffix), batchHeaderSize+5) // payload damage, framing intact
+	flipByte(t, segmentPath(dir, bases[0], logSuffix), recordbatch.HeaderSize+5) // payload damage, framing intact
 	path := segmentPath(dir, bases[len(bases)-1], logSuffix)
 	flipByte(t, path, fileSize(t, path)-5)
 	l := mustOpen(t, dir, testConfig(), Options{RecoveryPoint: bases[len(bases)-1]})
@@ -300,12 +302,12 @@ func fuzzDir(t *testing.T) string {
 
 // fixCRCs rewrites the CRC of every framed batch in data, walking by batchLength.
 func fixCRCs(data []byte) {
-	for p := 0; p+batchHeaderSize <= len(data); {
-		n := logOverhead + int(int32(binary.BigEndian.Uint32(data[p+offBatchLength:])))
-		if n < batchHeaderSize || n > len(data)-p {
+	for p := 0; p+recordbatch.HeaderSize <= len(data); {
+		n := recordbatch.LogOverhead + int(int32(binary.BigEndian.Uint32(data[p+recordbatch.OffBatchLength:])))
+		if n < recordbatch.HeaderSize || n > len(data)-p {
 			return
 		}
-		binary.BigEndian.PutUint32(data[p+offCRC:], crc32.Checksum(data[p+offAttributes:p+n], castagnoli))
+		binary.BigEndian.PutUint32(data[p+recordbatch.OffCRC:], crc32c.Checksum(data[p+recordbatch.OffAttributes:p+n]))
 		p += n
 	}
 }
@@ -333,7 +335,7 @@ func TestRecoveryReport(t *testing.T) {
 	t.Run("byte flipped in an earlier segment", func(t *testing.T) {
 		dir, batches, bases := crashFixture(t)
 		pos := int64(len(batches[0])) // the second batch of segment 1
-		flipByte(t, segmentPath(dir, bases[1], logSuffix), pos+offAttributes+3)
+		flipByte(t, segmentPath(dir, bases[1], logSuffix), pos+recordbatch.OffAttributes+3)
 		dropped := fileSize(t, segmentPath(dir, bases[1], logSuffix)) - pos
 		for _, base := range bases[2:] {
 			dropped += fileSize(t, segmentPath(dir, base, logSuffix))

@@ -1,8 +1,6 @@
 package log
 
-import (
-	"fmt"
-)
+import "fmt"
 
 // ApplyRetention deletes whole segments as Kafka's retention check does
 // (log.retention.check.interval.ms): first those wholly below the log start offset (after

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"ringbroker/internal/testutil"
 )
 
 // fillSegments appends n batches of about 1 KiB with timestamps ts0, ts0+10, ... and returns
@@ -89,10 +91,10 @@ func TestRetentionBytes(t *testing.T) {
 	if want := batches[countBelow(batches, segs[0].base):]; len(got) != len(want) || !bytes.Equal(got[0], want[0]) {
 		t.Fatalf("read %d batches after retention; want %d", len(got), len(want))
 	}
-	waitFor(t, 5*time.Second, "deleted files removed", func() bool {
+	testutil.WaitFor(t, 5*time.Second, testutil.Holds("deleted files removed", func() bool {
 		live, deleted := segmentFiles(t, dir)
 		return len(deleted) == 0 && len(live) == len(segs)
-	})
+	}))
 	if n, err := l.ApplyRetention(); n != 0 || err != nil {
 		t.Fatalf("second retention pass deleted %d (%v); want nothing", n, err)
 	}
@@ -164,18 +166,18 @@ func TestRetentionKeepsReadersMapped(t *testing.T) {
 	if n, err := l.ApplyRetention(); n == 0 || err != nil {
 		t.Fatalf("ApplyRetention = %d, %v; want deletions", n, err)
 	}
-	waitFor(t, 5*time.Second, "only the held segment's files left", func() bool {
+	testutil.WaitFor(t, 5*time.Second, testutil.Holds("only the held segment's files left", func() bool {
 		_, deleted := segmentFiles(t, dir)
 		return len(deleted) == 3 && strings.HasPrefix(deleted[0], "00000000000000000000.")
-	})
+	}))
 	if !bytes.Equal(r.Data[:len(batches[0])], batches[0]) {
 		t.Fatal("bytes of a held read changed after deletion")
 	}
 	r.Release()
-	waitFor(t, 5*time.Second, "the released segment's files removed", func() bool {
+	testutil.WaitFor(t, 5*time.Second, testutil.Holds("the released segment's files removed", func() bool {
 		_, deleted := segmentFiles(t, dir)
 		return len(deleted) == 0
-	})
+	}))
 }
 
 // TestDeleteRecords moves the log start offset inside a segment, refuses offsets past the end

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"ringbroker/internal/recordbatch"
 )
 
 // File name suffixes of Kafka's layout.
@@ -36,6 +38,7 @@ type segment struct {
 	base   int64
 	path   string
 	f      *os.File
+	fd     int          // f's descriptor, for sendfile by readers
 	data   []byte       // shared read-only mapping; data[:size] holds whole batches
 	size   atomic.Int64 // bytes written and visible to readers; grows only under Log.mu
 	offIdx *index
@@ -50,6 +53,9 @@ type segment struct {
 	deleted atomic.Bool
 	// release drops one reference; cached so Read hands it out without allocating.
 	release func()
+	// mapped estimates the bytes of this segment that reads have mapped into the process since
+	// its pages were last dropped (noteMapped).
+	mapped atomic.Int64
 	// dirty says bytes were written since the last fsync.
 	dirty atomic.Bool
 	// sealed says the segment stopped being active and its indexes are final. Only then are
@@ -67,7 +73,7 @@ type segment struct {
 }
 
 func newSegment(base int64, path string, f *os.File, logger *slog.Logger, now time.Time) *segment {
-	s := &segment{base: base, path: path, f: f, logger: logger, next: base, maxTs: -1, maxTsOffset: -1, firstTs: -1, created: now}
+	s := &segment{base: base, path: path, f: f, fd: int(f.Fd()), logger: logger, next: base, maxTs: -1, maxTsOffset: -1, firstTs: -1, created: now}
 	s.refs.Store(1)
 	s.release = s.decRef
 	return s
@@ -288,56 +294,133 @@ func (s *segment) deactivate() error {
 
 // read returns whole batches starting with the first one whose last offset is >= offset, up to
 // maxBytes and stopping before any batch whose base offset is >= maxOffset. stop reports that
-// the answer is final for this segment: a batch at or past offset exists here.
-func (s *segment) read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool) (data []byte, stop bool) {
+// the answer is final for this segment: a batch at or past offset exists here. leo loads the
+// log end offset; it is read after the segment's size, so every batch within that size lies
+// below it.
+//
+// Only the headers of the first batch and of the batches near the end of the answer are read
+// (the offset index, whose positions are batch starts, finds the last whole batch within
+// maxBytes), so serving a fetch maps in a page or two whatever its size; the bytes themselves go
+// out by sendfile. Pages mapped by header reads are dropped now and then (noteMapped).
+func (s *segment) read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool, leo func() int64) (data []byte, pos int64, stop bool) {
 	end := s.size.Load()
-	pos := s.offIdx.lookupPosition(offset - s.base)
+	limitAll := maxOffset >= leo()
+	pos = s.offIdx.lookupPosition(offset - s.base)
+	var first int64
 	for {
 		size, base, last, ok := s.batchAt(pos, end)
 		if !ok {
-			return nil, false
+			return nil, 0, false
 		}
 		if last >= offset {
 			if base >= maxOffset {
-				return nil, true
+				return nil, 0, true
 			}
+			first = size
 			break
 		}
 		pos += size
 	}
-	start, p := pos, pos
-	for {
-		size, base, _, ok := s.batchAt(p, end)
-		if !ok || base >= maxOffset || p+size-start > int64(maxBytes) {
-			break
-		}
-		p += size
+	start := pos
+	limit := end
+	if !limitAll {
+		limit = s.positionOf(maxOffset, start, end)
 	}
-	if p == start {
-		size, _, _, _ := s.batchAt(start, end)
+	p := limit
+	if want := start + int64(max(maxBytes, 0)); want < limit {
+		p = s.boundaryAtOrBefore(want, start, limit)
+	}
+	if p < start+first {
 		switch {
 		case minOneBatch:
-			p = start + size
+			p = start + first
 		case maxBytes > 0:
 			// Kafka returns the first maxBytes of an oversized batch, so consumers without
 			// KIP-74 report RecordTooLarge instead of polling forever.
-			p = start + min(size, int64(maxBytes))
+			p = start + min(first, int64(maxBytes))
+		default:
+			p = start
 		}
 	}
-	return s.data[start:p:p], true
+	s.noteMapped(p - start)
+	return s.data[start:p:p], start, true
+}
+
+// positionOf returns the position of the first batch at or after from whose base offset is at
+// least offset, or end when there is none before end.
+func (s *segment) positionOf(offset, from, end int64) int64 {
+	pos := max(s.offIdx.lookupPosition(offset-s.base), from)
+	for {
+		size, base, _, ok := s.batchAt(pos, end)
+		if !ok || base >= offset {
+			return min(pos, end)
+		}
+		pos += size
+	}
+}
+
+// boundaryAtOrBefore returns the last batch boundary in [from, limit] at or before want: the
+// offset index gives a batch start at most one index interval before it.
+func (s *segment) boundaryAtOrBefore(want, from, limit int64) int64 {
+	pos := max(s.offIdx.floorPosition(want), from)
+	for {
+		size, _, _, ok := s.batchAt(pos, limit)
+		if !ok || pos+size > want {
+			return pos
+		}
+		pos += size
+	}
+}
+
+// Bounds on what reads leave mapped in the process (the pages stay in the page cache):
+const (
+	// faultAroundBytes is what one read fault maps in: the page and its neighbours, up to the
+	// kernel's fault_around_bytes (64 KiB by default).
+	faultAroundBytes = 64 << 10
+	// dropMappedMinBytes: a sender unmaps the data of a read at least this large right after
+	// sending it (DropMapped); smaller reads count towards dropAfterBytes instead, so small
+	// fetches do not pay a madvise each.
+	dropMappedMinBytes = 256 << 10
+	// dropAfterBytes is how much a segment may have mapped in before noteMapped drops all its
+	// pages.
+	dropAfterBytes = 8 << 20
+)
+
+// noteMapped accounts for a read of n bytes (two header faults, plus the data when its sender
+// will not drop it) and drops the segment's pages once dropAfterBytes are mapped in, so the
+// broker's resident memory does not grow with the log it serves. Concurrent readers fault
+// their pages in again.
+func (s *segment) noteMapped(n int64) {
+	est := int64(2 * faultAroundBytes)
+	if n < dropMappedMinBytes {
+		est += n
+	}
+	if s.mapped.Add(est) < dropAfterBytes {
+		return
+	}
+	s.mapped.Store(0)
+	s.dropPages()
+}
+
+// dropPages unmaps the process's pages of the segment's mapping.
+func (s *segment) dropPages() {
+	if n := s.size.Load(); n > 0 && s.data != nil {
+		page := int64(os.Getpagesize())
+		_ = unix.Madvise(s.data[:min((n+page-1)/page*page, int64(len(s.data)))], unix.MADV_DONTNEED)
+	}
 }
 
 // batchAt reads the framing of the batch at pos, which must end by end.
 func (s *segment) batchAt(pos, end int64) (size, base, last int64, ok bool) {
-	if pos+batchHeaderSize > end {
+	if pos+recordbatch.HeaderSize > end {
 		return 0, 0, 0, false
 	}
 	b := s.data[pos:end]
-	size = logOverhead + int64(int32(beUint32(b[offBatchLength:])))
-	if size < batchHeaderSize || pos+size > end {
+	size = recordbatch.LogOverhead + int64(int32(beUint32(b[recordbatch.OffBatchLength:])))
+	if size < recordbatch.HeaderSize || pos+size > end {
 		return 0, 0, 0, false
 	}
-	base = int64(beUint64(b[offBaseOffset:]))
-	last = base + int64(int32(beUint32(b[offLastOffsetDelta:])))
+	base = int64(beUint64(b[recordbatch.OffBaseOffset:]))
+	last = base + int64(int32(beUint32(b[recordbatch.OffLastOffsetDelta:])))
 	return size, base, last, true
 }

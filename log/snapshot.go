@@ -23,11 +23,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
+
+	"ringbroker/internal/crc32c"
+	"ringbroker/internal/fsutil"
 )
 
 const (
@@ -74,7 +76,7 @@ func encodeSnapshot(entries map[int64]producerEntry) []byte {
 			b = be.AppendUint64(b, uint64(pb.lastOffset))
 		}
 	}
-	be.PutUint32(b[2:], crc32.Checksum(b[6:], castagnoli))
+	be.PutUint32(b[2:], crc32c.Checksum(b[6:]))
 	return b
 }
 
@@ -89,7 +91,7 @@ func decodeSnapshot(b []byte) (map[int64]producerEntry, error) {
 	if version != snapshotVersionKafka && version != snapshotVersion {
 		return nil, fmt.Errorf("snapshot version %d; want %d or %d", version, snapshotVersionKafka, snapshotVersion)
 	}
-	if stored, got := be.Uint32(b[2:]), crc32.Checksum(b[6:], castagnoli); stored != got {
+	if stored, got := be.Uint32(b[2:]), crc32c.Checksum(b[6:]); stored != got {
 		return nil, fmt.Errorf("snapshot crc mismatch: stored %#08x, computed %#08x", stored, got)
 	}
 	count := int32(be.Uint32(b[6:]))
@@ -201,7 +203,7 @@ func (l *Log) takeSnapshot(offset int64) {
 
 // writeSnapshot durably writes a snapshot and removes all but the newest snapshotsRetained.
 func (l *Log) writeSnapshot(offset int64, data []byte) error {
-	if err := writeFileAtomic(snapshotPath(l.dir, offset), data); err != nil {
+	if err := fsutil.WriteFileAtomic(snapshotPath(l.dir, offset), data); err != nil {
 		return fmt.Errorf("write producer snapshot: %w", err)
 	}
 	offsets, err := listSnapshots(l.dir)

@@ -3,11 +3,12 @@ package log
 import (
 	"encoding/binary"
 	"errors"
-	"hash/crc32"
 	"maps"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"ringbroker/internal/crc32c"
 )
 
 // sampleEntries covers an empty entry, a partial one and a full one with wrapped sequences.
@@ -58,7 +59,7 @@ func TestSnapshotKafkaVersion1(t *testing.T) {
 	}
 	entry(5, 1, 9, 50, 4, 777)
 	entry(6, 2, -1, 60, 0, 888)
-	be.PutUint32(b[2:], crc32.Checksum(b[6:], castagnoli))
+	be.PutUint32(b[2:], crc32c.Checksum(b[6:]))
 	got, err := decodeSnapshot(b)
 	if err != nil {
 		t.Fatal(err)

@@ -1,15 +1,15 @@
 package raft
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"ringbroker/internal/testutil"
 )
 
 var flagRewrite = flag.Bool("rewrite", false, "TestInteraction: rewrite testdata/*.txt with the actual output")
@@ -28,79 +28,18 @@ func TestInteraction(t *testing.T) {
 	}
 }
 
-type scriptBlock struct {
-	line    int
-	comment []string
-	cmd     string
-	want    string
-}
-
-func parseScript(t *testing.T, file string) []scriptBlock {
-	f, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var blocks []scriptBlock
-	var cur *scriptBlock
-	var comments []string
-	inOutput := false
-	sc := bufio.NewScanner(f)
-	n := 0
-	for sc.Scan() {
-		n++
-		line := sc.Text()
-		switch {
-		case inOutput && line == "":
-			inOutput, cur = false, nil
-		case inOutput:
-			cur.want += line + "\n"
-		case line == "":
-		case strings.HasPrefix(line, "#"):
-			comments = append(comments, line)
-		case line == "----":
-			if cur == nil {
-				t.Fatalf("%s:%d: ---- without a command", file, n)
-			}
-			inOutput = true
-		default:
-			blocks = append(blocks, scriptBlock{line: n, comment: comments, cmd: line})
-			comments = nil
-			cur = &blocks[len(blocks)-1]
-		}
-	}
-	return blocks
-}
-
 func runScript(t *testing.T, file string) {
-	blocks := parseScript(t, file)
 	env := &interEnv{nodes: map[uint64]*Raft{}, isolated: map[uint64]bool{}}
-	var out strings.Builder
-	for _, b := range blocks {
+	testutil.RunScript(t, file, *flagRewrite, func(cmd string) []string {
 		env.out.Reset()
-		if err := env.exec(b.cmd); err != nil {
+		if err := env.exec(cmd); err != nil {
 			fmt.Fprintf(&env.out, "error: %v\n", err)
 		}
-		got := env.out.String()
-		if got == "" {
-			got = "ok\n"
+		if env.out.Len() == 0 {
+			return []string{"ok"}
 		}
-		if *flagRewrite {
-			for _, c := range b.comment {
-				out.WriteString(c + "\n")
-			}
-			fmt.Fprintf(&out, "%s\n----\n%s\n", b.cmd, got)
-			continue
-		}
-		if got != b.want {
-			t.Fatalf("%s:%d: %s\ngot:\n%s\nwant:\n%s", file, b.line, b.cmd, got, b.want)
-		}
-	}
-	if *flagRewrite {
-		if err := os.WriteFile(file, []byte(out.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+		return strings.Split(strings.TrimSuffix(env.out.String(), "\n"), "\n")
+	})
 }
 
 // interEnv is the cluster a script drives: cores, the messages in flight to each node, and

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"ringbroker/internal/testutil"
 )
 
 // listSM is a state machine that records the data of every applied entry.
@@ -43,18 +45,6 @@ func (sm *listSM) list() []string {
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
 	return slices.Clone(sm.applied)
-}
-
-// waitFor polls cond every 10ms for at most d.
-func waitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 type testCluster struct {
@@ -134,7 +124,7 @@ func (c *testCluster) leader() *Node {
 			}
 		}
 	}()
-	waitFor(c.tb, 10*time.Second, "a leader", func() bool {
+	testutil.WaitFor(c.tb, 10*time.Second, testutil.Holds("a leader", func() bool {
 		lead = nil
 		var seen uint64
 		for _, nd := range c.nodes {
@@ -149,7 +139,7 @@ func (c *testCluster) leader() *Node {
 			}
 		}
 		return lead != nil && lead.cfg.ID == seen
-	})
+	}))
 	found = true
 	return lead
 }
@@ -194,7 +184,7 @@ func (c *testCluster) proposeAll(prefix string, n int) {
 // converged waits until every running node applied the same entries, with want of them.
 func (c *testCluster) converged(want int) {
 	c.tb.Helper()
-	waitFor(c.tb, 15*time.Second, fmt.Sprintf("all nodes to apply %d entries", want), func() bool {
+	testutil.WaitFor(c.tb, 15*time.Second, testutil.Holds(fmt.Sprintf("all nodes to apply %d entries", want), func() bool {
 		var ref []string
 		for _, sm := range c.sms {
 			if ref == nil {
@@ -207,7 +197,7 @@ func (c *testCluster) converged(want int) {
 			}
 		}
 		return true
-	})
+	}))
 }
 
 func fastNodeConfig() NodeConfig {
@@ -320,7 +310,7 @@ func TestNodeSoleVoterLeadsAtOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 5*time.Second, "the sole voter to lead", n.IsLeader)
+		testutil.WaitFor(t, 5*time.Second, testutil.Holds("the sole voter to lead", n.IsLeader))
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if _, err := n.Propose(ctx, []byte(fmt.Sprint("start-", i))); err != nil {
 			t.Fatalf("start %d: propose: %v", i, err)

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"log/slog"
 	"os"
@@ -13,6 +12,9 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"ringbroker/internal/crc32c"
+	"ringbroker/internal/fsutil"
 )
 
 // Disk layout of DiskStorage, inside its directory:
@@ -47,8 +49,6 @@ const (
 	recEntry     byte = 1 // payload: encoded Entry
 	recHardState byte = 2 // payload: term, vote, commit
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // DiskOptions tunes a DiskStorage. Zero fields take defaults.
 type DiskOptions struct {
@@ -220,7 +220,7 @@ func parseRecord(b []byte) (typ byte, payload []byte, n int, bad string) {
 		return 0, nil, 0, fmt.Sprintf("record of %d bytes cut at %d", length, len(b)-recordHeader)
 	}
 	body := b[recordHeader : recordHeader+int(length)]
-	if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(b[4:8]) {
+	if crc32c.Checksum(body) != binary.BigEndian.Uint32(b[4:8]) {
 		return 0, nil, 0, "CRC mismatch"
 	}
 	return body[0], body[1:], recordHeader + int(length), ""
@@ -324,7 +324,7 @@ func appendRecord(b []byte, typ byte, payload []byte) []byte {
 	b = binary.BigEndian.AppendUint32(b, 0)
 	b = append(b, typ)
 	b = append(b, payload...)
-	binary.BigEndian.PutUint32(b[start+4:], crc32.Checksum(b[start+recordHeader:], castagnoli))
+	binary.BigEndian.PutUint32(b[start+4:], crc32c.Checksum(b[start+recordHeader:]))
 	return b
 }
 
@@ -427,18 +427,11 @@ func (s *DiskStorage) writeSnapshot(snap *Snapshot, firstSeg uint64) error {
 	b = appendSnapshotMeta(b, snap.Meta)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(snap.Data)))
 	b = append(b, snap.Data...)
-	b = binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	b = binary.BigEndian.AppendUint32(b, crc32c.Checksum(b))
 	name := fmt.Sprintf("%s%016x%s", snapPrefix, snap.Meta.Index, snapSuffix)
 	path := filepath.Join(s.dir, name)
-	tmp := path + ".tmp"
-	if err := writeFileSync(tmp, b); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("raft storage: rename %s: %w", tmp, err)
-	}
-	if err := syncDir(s.dir); err != nil {
-		return err
+	if err := fsutil.WriteFileAtomic(path, b); err != nil {
+		return fmt.Errorf("raft storage: snapshot: %w", err)
 	}
 	s.snap = snap
 	// The snapshot is durable: what it replaces can go.
@@ -478,7 +471,7 @@ func readSnapshot(path string) (*Snapshot, uint64, error) {
 		return nil, 0, fmt.Errorf("snapshot %s: bad magic or too short (%d bytes)", path, len(b))
 	}
 	body, sum := b[:len(b)-4], binary.BigEndian.Uint32(b[len(b)-4:])
-	if crc32.Checksum(body, castagnoli) != sum {
+	if crc32c.Checksum(body) != sum {
 		return nil, 0, fmt.Errorf("snapshot %s: CRC mismatch", path)
 	}
 	d := &decoder{b: body, off: len(snapMagic)}
@@ -513,33 +506,10 @@ func fdatasync(f *os.File) error {
 	}
 }
 
+// syncDir fsyncs dir, making the names created or removed in it durable.
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("raft storage: open dir %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("raft storage: sync dir %s: %w", dir, err)
-	}
-	return nil
-}
-
-func writeFileSync(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("raft storage: create %s: %w", path, err)
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return fmt.Errorf("raft storage: write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("raft storage: sync %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("raft storage: close %s: %w", path, err)
+	if err := fsutil.SyncDir(dir); err != nil {
+		return fmt.Errorf("raft storage: %w", err)
 	}
 	return nil
 }

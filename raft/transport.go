@@ -5,12 +5,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"log/slog"
 	"net"
 	"sync"
 	"time"
+
+	"ringbroker/internal/crc32c"
 )
 
 // Transport framing: each message is a frame of length (4 bytes, of the payload), CRC32C of
@@ -227,7 +228,7 @@ func (t *Transport) read(c net.Conn) {
 		if _, err := io.ReadFull(br, buf); err != nil {
 			return
 		}
-		if crc32.Checksum(buf, castagnoli) != binary.BigEndian.Uint32(hdr[4:8]) {
+		if crc32c.Checksum(buf) != binary.BigEndian.Uint32(hdr[4:8]) {
 			t.logger.Warn("raft transport: frame CRC mismatch", "remote", c.RemoteAddr(), "bytes", n)
 			return
 		}
@@ -302,6 +303,6 @@ func appendFrame(b []byte, m Message) []byte {
 	b = AppendMessage(b, m)
 	payload := b[frameHeader:]
 	binary.BigEndian.PutUint32(b[0:4], uint32(len(payload)))
-	binary.BigEndian.PutUint32(b[4:8], crc32.Checksum(payload, castagnoli))
+	binary.BigEndian.PutUint32(b[4:8], crc32c.Checksum(payload))
 	return b
 }

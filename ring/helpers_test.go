@@ -121,11 +121,11 @@ func (h *echoHandler) OnOpen(c Conn) {
 	}
 }
 
-func (h *echoHandler) OnData(c Conn, data []byte) error {
+func (h *echoHandler) OnData(c Conn, data []byte) (Next, error) {
 	st, _ := c.Context().(*connState)
 	if st == nil || !st.opened || st.closed {
 		h.t.Errorf("conn %d: OnData out of order (state %+v)", c.ID(), st)
-		return nil
+		return Next{Consumed: len(data)}, nil
 	}
 	st.frame = append(st.frame, data...)
 	for len(st.frame) >= 4 {
@@ -136,7 +136,7 @@ func (h *echoHandler) OnData(c Conn, data []byte) error {
 		frame := bytes.Clone(st.frame[:4+n])
 		st.frame = st.frame[4+n:]
 		if h.quit != nil && bytes.Equal(frame[4:], h.quit) {
-			return errQuit
+			return Next{}, errQuit
 		}
 		if err := h.send(c, [][]byte{frame[:4], frame[4:]}); err != nil {
 			h.t.Errorf("conn %d: echo Send: %v", c.ID(), err)
@@ -145,13 +145,19 @@ func (h *echoHandler) OnData(c Conn, data []byte) error {
 	if len(st.frame) == 0 {
 		st.frame = nil
 	}
-	return nil
+	return Next{Consumed: len(data)}, nil
+}
+
+// OnFilled implements Handler; the echo handler never asks for fills.
+func (h *echoHandler) OnFilled(c Conn) (Next, error) {
+	h.t.Errorf("conn %d: OnFilled without a fill", c.ID())
+	return Next{}, nil
 }
 
 // send wraps Conn.Send with done accounting; failed Sends are not counted.
 func (h *echoHandler) send(c Conn, bufs [][]byte) error {
 	var once atomic.Bool
-	err := c.Send(bufs, func() {
+	err := c.Send(pieces(bufs...), func() {
 		if !once.CompareAndSwap(false, true) {
 			h.doubleDones.Add(1)
 		}
@@ -191,6 +197,15 @@ func (h *echoHandler) checkDones(t testing.TB) {
 	if n := h.doubleDones.Load(); n != 0 {
 		t.Errorf("%d done callbacks ran more than once", n)
 	}
+}
+
+// pieces turns byte slices into memory pieces.
+func pieces(bufs ...[]byte) []Piece {
+	ps := make([]Piece, len(bufs))
+	for i, b := range bufs {
+		ps[i] = Bytes(b)
+	}
+	return ps
 }
 
 // frame builds a length-prefixed frame of n payload bytes, its content a function of (seed, n).

@@ -1,13 +1,18 @@
 // Package ring is the network event loop of the broker: one io_uring ring per
-// core (multishot accept, multishot recv into a provided-buffer ring,
-// sendmsg and SEND_ZC), and a netpoll (Go net) fallback behind the same
-// interface for machines where io_uring is absent or forbidden.
+// core (multishot accept, recvs into a provided-buffer ring or straight into
+// a handler's buffer, sendmsg, SEND_ZC, sendfile on POLLOUT), and a netpoll
+// (Go net) fallback behind the same interface for machines where io_uring is
+// absent or forbidden.
 //
 // Handler callbacks for one connection run on one goroutine, in order:
-// OnOpen, OnData..., OnClose. With the io_uring backend that goroutine is the
-// ring's own locked OS thread, so a handler that blocks stalls every
-// connection of that ring; hand slow work to another goroutine and answer
-// with Conn.Send.
+// OnOpen, OnData and OnFilled, OnClose. With the io_uring backend that
+// goroutine is the ring's own locked OS thread, so a handler that blocks
+// stalls every connection of that ring; hand slow work to another goroutine
+// and answer with Conn.Send. A handler steers reading with the Next it
+// returns: a buffer of its own for the next bytes (no copy through a receive
+// buffer), or a pause until Conn.Resume (a muted connection). Conn.Send
+// writes at once from the calling goroutine when nothing is queued, without
+// blocking, and leaves the rest to the event loop.
 package ring
 
 import (
@@ -65,9 +70,11 @@ type Config struct {
 	Rings int
 	// PinCPUs pins ring i's locked OS thread to CPU i % NumCPU.
 	PinCPUs bool
-	// RecvBufferSize is the size in bytes of one provided recv buffer; 0 means 64 KiB.
+	// RecvBufferSize is the size in bytes of one provided recv buffer (netpoll: of each
+	// connection's read buffer); 0 means 32 KiB. Larger messages are received straight into the
+	// handler's buffers (Next.Fill), so these only hold small messages and message starts.
 	RecvBufferSize int
-	// RecvBuffers is the number of provided buffers per ring, a power of two; 0 means 512.
+	// RecvBuffers is the number of provided buffers per ring, a power of two; 0 means 256.
 	RecvBuffers int
 	// SendZCThreshold: a send of at least this many bytes uses SEND_ZC; 0 means 64 KiB;
 	// negative disables SEND_ZC.
@@ -76,14 +83,16 @@ type Config struct {
 	// kernel copies loopback data anyway, and zero-copy only adds its notification (slower in
 	// BenchmarkStream). Tests set it to exercise the SEND_ZC path over loopback.
 	SendZCLoopback bool
+	// Wait is how io_uring loops block for completions; "" means WaitHandoff.
+	Wait WaitMode
 	// Logger receives backend selection and error logs; nil means slog.Default().
 	Logger *slog.Logger
 }
 
 // Defaults and bounds of Config.
 const (
-	defaultRecvBufferSize  = 64 << 10
-	defaultRecvBuffers     = 512
+	defaultRecvBufferSize  = 32 << 10
+	defaultRecvBuffers     = 256
 	defaultSendZCThreshold = 64 << 10
 	// maxRecvBuffers is the kernel's limit on entries of one provided-buffer ring.
 	maxRecvBuffers = 1 << 15
@@ -124,6 +133,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.SendZCThreshold == 0 {
 		cfg.SendZCThreshold = defaultSendZCThreshold
 	}
+	if cfg.Wait, err = ParseWaitMode(string(cfg.Wait)); err != nil {
+		return cfg, err
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -131,18 +143,62 @@ func (cfg Config) withDefaults() (Config, error) {
 }
 
 // Handler receives connection events. All calls for one connection are made
-// from one goroutine, one at a time, in order: OnOpen, OnData..., OnClose
-// (exactly once).
+// from one goroutine, one at a time, in order: OnOpen, then OnData and
+// OnFilled, then OnClose (exactly once).
 type Handler interface {
 	// OnOpen announces a new connection before any of its data.
 	OnOpen(c Conn)
 	// OnData gets bytes read from c. data is valid only until OnData returns (it is a provided
-	// buffer that is recycled). A non-nil error closes the connection at once, dropping
-	// queued sends; call c.Close and return nil to close after them instead.
-	OnData(c Conn, data []byte) error
+	// buffer that is recycled). Next says what to do with the rest of the stream. A non-nil
+	// error closes the connection at once, dropping queued sends; call c.Close and return nil
+	// to close after them instead.
+	OnData(c Conn, data []byte) (Next, error)
+	// OnFilled reports that the Fill asked for by the last Next is complete; Next.Consumed is
+	// ignored.
+	OnFilled(c Conn) (Next, error)
 	// OnClose reports the end of c: err is nil when it was closed locally (Close, Shutdown),
 	// io.EOF when the peer closed it, otherwise what broke it.
 	OnClose(c Conn, err error)
+}
+
+// Next is what a Handler wants done after it has seen data: go on reading, receive the next
+// bytes straight into a buffer of its own, or stop reading for a while.
+type Next struct {
+	// Consumed is how many bytes of the data the handler used. Fewer than all pauses the
+	// connection: data[Consumed:] is kept and delivered again, before anything read later,
+	// once Resume is called.
+	Consumed int
+	// Pause stops reading from the connection until Resume, also when all data was consumed
+	// (a muted connection: the peer's bytes wait in the kernel).
+	Pause bool
+	// Fill, when not empty, asks for the next len(Fill) bytes of the stream to be received
+	// straight into it, with no copy through a receive buffer; OnFilled follows. Only with
+	// Consumed == len(data) and no Pause. Fill must stay valid until OnFilled or OnClose.
+	Fill []byte
+}
+
+// Piece is one part of a message to send: bytes in memory (Buf), or, when FileLen > 0,
+// FileLen bytes of the open file FileFD from offset FileOff, sent with sendfile(2) from the
+// page cache without being read into, or mapped by, the process.
+type Piece struct {
+	Buf     []byte
+	FileFD  int
+	FileOff int64
+	FileLen int
+}
+
+// Bytes is a Piece of memory.
+func Bytes(b []byte) Piece { return Piece{Buf: b} }
+
+// FileRange is a Piece of n bytes of the file fd from off.
+func FileRange(fd int, off int64, n int) Piece { return Piece{FileFD: fd, FileOff: off, FileLen: n} }
+
+// size is the piece's length in bytes.
+func (p *Piece) size() int {
+	if p.FileLen > 0 {
+		return p.FileLen
+	}
+	return len(p.Buf)
 }
 
 // Conn is one accepted TCP connection.
@@ -151,12 +207,21 @@ type Conn interface {
 	ID() uint64
 	// RemoteAddr is the peer's address.
 	RemoteAddr() net.Addr
-	// Send queues bufs to be written after everything queued before on this connection.
-	// Safe to call from any goroutine, also from inside OnData. done (may be nil) is called
-	// exactly once, from any goroutine, when the kernel no longer references bufs: after the
-	// write completed (for SEND_ZC: after the notification CQE), or when the connection closed
-	// first. bufs must not be modified until done. Returns an error if the conn is closed.
-	Send(bufs [][]byte, done func()) error
+	// Loop is the index of the event loop serving the connection (0 with netpoll), so a
+	// handler can keep the connection's work on that loop's core.
+	Loop() int
+	// Send writes pieces after everything sent before on this connection. Safe to call from
+	// any goroutine, also from inside OnData. When nothing is queued for the socket the bytes
+	// are written at once by the calling goroutine, without blocking; what the socket does not
+	// take then is written by the event loop. done (may be nil) is called exactly once, from
+	// any goroutine (possibly before Send returns), when the kernel no longer references the
+	// pieces: after the write completed (for SEND_ZC: after the notification), or when the
+	// connection closed first. Pieces must not be modified until done. Returns an error if the
+	// conn is closed.
+	Send(pieces []Piece, done func()) error
+	// Resume restarts reading after a Next that paused; safe from any goroutine. A Resume
+	// while not paused is ignored.
+	Resume()
 	// Close closes the connection after the already-queued sends are written (best effort);
 	// safe from any goroutine, idempotent.
 	Close() error
@@ -168,18 +233,22 @@ type Conn interface {
 
 // Stats are counters of one ring (or, summed, of a Server).
 type Stats struct {
-	Accepted     uint64 // connections accepted
-	Open         uint64 // connections open now
-	BytesIn      uint64 // bytes received
-	BytesOut     uint64 // bytes written to sockets
-	Sends        uint64 // send operations issued to the kernel (one may carry many Send calls)
-	ZCSends      uint64 // of Sends, those issued as SEND_ZC / SENDMSG_ZC
-	ZCCopied     uint64 // SEND_ZC notifications saying the kernel copied after all
-	PartialSends uint64 // send operations that wrote fewer bytes than asked, then resubmitted
-	CQEs         uint64 // completion queue entries reaped
-	Enters       uint64 // io_uring_enter calls of the event loop
-	Wakeups      uint64 // eventfd wake-ups from Send/Close on other goroutines
-	NoBufs       uint64 // multishot recvs that ran out of provided buffers and were re-armed
+	Accepted      uint64 // connections accepted
+	Open          uint64 // connections open now
+	BytesIn       uint64 // bytes received
+	BytesOut      uint64 // bytes written to sockets
+	Sends         uint64 // send operations issued to the kernel (one may carry many Send calls)
+	ZCSends       uint64 // of Sends, those issued as SEND_ZC / SENDMSG_ZC
+	ZCCopied      uint64 // SEND_ZC notifications saying the kernel copied after all
+	PartialSends  uint64 // send operations that wrote fewer bytes than asked, then resubmitted
+	CQEs          uint64 // completion queue entries reaped
+	Enters        uint64 // io_uring_enter calls of the event loop
+	Wakeups       uint64 // eventfd wake-ups from Send/Close on other goroutines
+	NoBufs        uint64 // recvs that found no provided buffer and waited for one
+	DirectSends   uint64 // Send calls written at once by the calling goroutine
+	DirectBlocked uint64 // of DirectSends, those the socket did not take whole (finished by the loop)
+	Fills         uint64 // direct receives into a handler's buffer (Next.Fill)
+	Pauses        uint64 // times a connection stopped reading (Next.Pause or a partial Consumed)
 }
 
 // add sums o into s.
@@ -196,6 +265,10 @@ func (s *Stats) add(o Stats) {
 	s.Enters += o.Enters
 	s.Wakeups += o.Wakeups
 	s.NoBufs += o.NoBufs
+	s.DirectSends += o.DirectSends
+	s.DirectBlocked += o.DirectBlocked
+	s.Fills += o.Fills
+	s.Pauses += o.Pauses
 }
 
 // engine is one running backend.

@@ -67,7 +67,7 @@ func TestConfigDefaults(t *testing.T) {
 		check   func(Config) bool
 	}{
 		{name: "zero", cfg: Config{}, check: func(c Config) bool {
-			return c.Backend == Auto && c.Rings > 0 && c.RecvBufferSize == 64<<10 && c.RecvBuffers == 512 &&
+			return c.Backend == Auto && c.Rings > 0 && c.RecvBufferSize == 32<<10 && c.RecvBuffers == 256 &&
 				c.SendZCThreshold == 64<<10 && c.Logger != nil
 		}},
 		{name: "zc off stays negative", cfg: Config{SendZCThreshold: -1}, check: func(c Config) bool { return c.SendZCThreshold == -1 }},
@@ -236,7 +236,7 @@ func TestCloseFromOtherGoroutine(t *testing.T) {
 			if err := sc.Close(); err != nil {
 				t.Fatalf("second Close: %v", err)
 			}
-			if err := sc.Send([][]byte{[]byte("late")}, nil); !errors.Is(err, ErrClosed) {
+			if err := sc.Send(pieces([]byte("late")), nil); !errors.Is(err, ErrClosed) {
 				t.Fatalf("Send after Close: %v; want ErrClosed", err)
 			}
 			got, err := readToEnd(cl, 10*time.Second)
@@ -336,7 +336,7 @@ func TestPeerResetMidSend(t *testing.T) {
 				t.Logf("OnClose err: %v", err)
 			}
 			h.checkDones(t)
-			if err := sc.Send([][]byte{small}, nil); !errors.Is(err, ErrClosed) {
+			if err := sc.Send(pieces(small), nil); !errors.Is(err, ErrClosed) {
 				t.Errorf("Send after reset: %v; want ErrClosed", err)
 			}
 			roundTrip(t, dial(t, s), 3)
@@ -559,7 +559,7 @@ func TestSendFromOtherGoroutines(t *testing.T) {
 			if err := sc.Send(nil, func() { close(emptyDone) }); err != nil {
 				t.Fatalf("empty Send: %v", err)
 			}
-			if err := sc.Send([][]byte{{}, nil}, nil); err != nil {
+			if err := sc.Send(pieces([]byte{}, nil), nil); err != nil {
 				t.Fatalf("Send of empty buffers with nil done: %v", err)
 			}
 			next := make([]int, senders)
@@ -672,7 +672,7 @@ func TestNoZeroCopyToLoopback(t *testing.T) {
 			c := dial(t, s)
 			sc := <-h
 			const size = 1 << 20
-			if err := sc.Send([][]byte{make([]byte, size)}, nil); err != nil {
+			if err := sc.Send(pieces(make([]byte, size)), nil); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := io.CopyN(io.Discard, c, size); err != nil {

@@ -46,6 +46,8 @@ const (
 	kindWake                          // eventfd read
 	kindCancel                        // cancel of all ops on a conn's fd; index = conn slot
 	kindIgnore                        // completions whose result is not needed
+	kindFill                          // recv straight into a handler's buffer; index = conn slot
+	kindPollOut                       // POLLOUT poll before a sendfile; index = conn slot
 )
 
 // zcFlags asks SEND_ZC notifications to say when the kernel copied anyway
@@ -100,6 +102,7 @@ func listenUring(cfg Config, h Handler) (*uringServer, error) {
 			zcWant:     cfg.SendZCThreshold,
 			zcLoopback: cfg.SendZCLoopback,
 			zcFlags:    zcFlags(zcReport),
+			wait:       cfg.Wait,
 			exitCh:     make(chan struct{}),
 		}
 		s.rings = append(s.rings, r)
@@ -199,6 +202,7 @@ func parseKernelRelease(rel string) (major, minor int, ok bool) {
 type ringCounters struct {
 	accepted, open, bytesIn, bytesOut, sends, zcSends, zcCopied atomic.Uint64
 	partialSends, cqes, enters, wakeups, noBufs                 atomic.Uint64
+	directSends, directBlocked, fills, pauses                   atomic.Uint64
 }
 
 func (c *ringCounters) snapshot() Stats {
@@ -207,6 +211,8 @@ func (c *ringCounters) snapshot() Stats {
 		BytesOut: c.bytesOut.Load(), Sends: c.sends.Load(), ZCSends: c.zcSends.Load(),
 		ZCCopied: c.zcCopied.Load(), PartialSends: c.partialSends.Load(), CQEs: c.cqes.Load(),
 		Enters: c.enters.Load(), Wakeups: c.wakeups.Load(), NoBufs: c.noBufs.Load(),
+		DirectSends: c.directSends.Load(), DirectBlocked: c.directBlocked.Load(), Fills: c.fills.Load(),
+		Pauses: c.pauses.Load(),
 	}
 }
 
@@ -224,6 +230,8 @@ type uring struct {
 	zcFlags    uint16 // SEND_ZC flags (sqe ioprio)
 
 	ring        *giouring.Ring
+	fd          int      // the ring's descriptor, for enterBlocking
+	wait        WaitMode // Config.Wait
 	setupDesc   string
 	zcThreshold int // 0: SEND_ZC off (disabled or unsupported)
 	efd         int // eventfd that wakes the loop; -1 once closed
@@ -251,6 +259,9 @@ type uring struct {
 	forced       bool
 	stopping     bool // the loop is exiting: do not re-arm the wake-up read
 	pendingLocal []*uconn
+	// bufWaiters are connections whose recv found no provided buffer; a recycled buffer
+	// re-arms the first of them.
+	bufWaiters []*uconn
 
 	drainReq atomic.Bool // Shutdown began
 	forceReq atomic.Bool // Shutdown's ctx ended: close everything now
@@ -302,6 +313,7 @@ func (r *uring) setup() error {
 		err := ring.QueueInit(sqEntries, a.flags)
 		if err == nil {
 			r.ring, r.setupDesc = ring, a.desc
+			r.fd = ringFd(ring)
 			break
 		}
 		errs = append(errs, fmt.Sprintf("%s: %v", a.desc, err))
@@ -317,7 +329,7 @@ func (r *uring) setup() error {
 		return fmt.Errorf("ring %d: probe opcodes: %w", r.idx, err)
 	}
 	for _, op := range []uint8{giouring.OpAccept, giouring.OpRecv, giouring.OpSend, giouring.OpSendmsg,
-		giouring.OpRead, giouring.OpAsyncCancel, giouring.OpTimeout} {
+		giouring.OpRead, giouring.OpAsyncCancel, giouring.OpTimeout, giouring.OpPollAdd} {
 		if !probe.IsSupported(op) {
 			return fmt.Errorf("ring %d: kernel lacks io_uring opcode %d", r.idx, op)
 		}
@@ -437,9 +449,23 @@ func (r *uring) loop() {
 // Interruptions are not errors; any other failure is returned.
 func (r *uring) enter(wait bool) error {
 	var err error
-	if wait {
+	switch {
+	case wait && r.ring.CQReady() > 0:
+		// Completions are already there: reap them without sleeping.
+		_, err = r.ring.SubmitAndGetEvents()
+	case wait && r.wait == WaitHandoff:
+		if r.ring.SQReady() > 0 {
+			_, err = r.ring.Submit()
+			r.st.enters.Add(1)
+		}
+		if err == nil {
+			if errno := enterBlocking(uintptr(r.fd)); errno != 0 {
+				err = errno
+			}
+		}
+	case wait:
 		_, err = r.ring.SubmitAndWait(1)
-	} else {
+	default:
 		_, err = r.ring.SubmitAndGetEvents()
 	}
 	r.st.enters.Add(1)
@@ -466,7 +492,8 @@ func (r *uring) armAccept() {
 	e := r.sqe()
 	e.OpCode = giouring.OpAccept
 	e.Fd = int32(r.lfd)
-	e.OpcodeFlags = unix.SOCK_CLOEXEC
+	// Non-blocking sockets: Sends from other goroutines write to them directly.
+	e.OpcodeFlags = unix.SOCK_CLOEXEC | unix.SOCK_NONBLOCK
 	e.IoPrio = giouring.AcceptMultishot
 	e.UserData = userData(kindAccept, 0)
 	r.acceptArmed = true
@@ -492,14 +519,30 @@ func (r *uring) armWake() {
 	r.wakeArmed = true
 }
 
+// armRecv submits one recv into a provided buffer. Single-shot rather than multishot: after
+// each completion the handler may want the next bytes in a buffer of its own (Next.Fill), or
+// none for a while (Next.Pause).
 func (r *uring) armRecv(c *uconn) {
 	e := r.sqe()
 	e.OpCode = giouring.OpRecv
 	e.Fd = int32(c.fd)
-	e.IoPrio = giouring.RecvMultishot
 	e.Flags = giouring.SqeBufferSelect
 	e.BufIG = bufGroup
 	e.UserData = userData(kindRecv, c.slot)
+	c.recvArmed = true
+}
+
+// armFill submits a recv of the rest of c.fill straight into it, waiting for all of it.
+func (r *uring) armFill(c *uconn) {
+	b := c.fill[c.fillOff:]
+	c.fillPin.Pin(&b[0])
+	e := r.sqe()
+	e.OpCode = giouring.OpRecv
+	e.Fd = int32(c.fd)
+	e.Addr = uint64(uintptr(unsafe.Pointer(&b[0])))
+	e.Len = uint32(min(len(b), 1<<30))
+	e.OpcodeFlags = unix.MSG_WAITALL
+	e.UserData = userData(kindFill, c.slot)
 	c.recvArmed = true
 }
 
@@ -626,17 +669,25 @@ func (r *uring) processPending() {
 		c.mu.Lock()
 		q := c.queue
 		c.queue = c.queueSpare[:0]
-		closeReq := c.closeReq
+		closeReq, resume, failErr := c.closeReq, c.resumeReq, c.failErr
+		c.resumeReq, c.failErr = false, nil
 		c.queued = false
 		c.mu.Unlock()
 		if c.torn {
 			for _, it := range q {
 				it.release()
 			}
+			r.maybeFree(c)
 		} else {
 			c.outq = append(c.outq, q...)
-			if closeReq {
+			switch {
+			case failErr != nil:
+				r.closeConn(c, failErr, true)
+			case closeReq:
 				c.closing = true
+			}
+			if resume {
+				r.resume(c)
 			}
 			r.pump(c)
 		}
@@ -691,6 +742,10 @@ func (r *uring) handle(ud uint64, res int32, flags uint32) {
 		c := r.conns[idx]
 		c.cancelPending = false
 		r.maybeFree(c)
+	case kindFill:
+		r.onFill(r.conns[idx], res)
+	case kindPollOut:
+		r.onPollOut(r.conns[idx], res)
 	case kindIgnore:
 	}
 }
@@ -748,31 +803,39 @@ func (r *uring) openConn(fd int) {
 }
 
 func (r *uring) onRecv(c *uconn, res int32, flags uint32) {
-	if flags&giouring.CQEFMore == 0 {
-		c.recvArmed = false
-	}
+	c.recvArmed = false
+	errno := syscall.Errno(-res)
 	if flags&giouring.CQEFBuffer != 0 {
 		bid := uint16(flags >> giouring.CQEBufferShift)
 		if res > 0 {
 			r.st.bytesIn.Add(uint64(res))
-			if c.readable() {
-				off := int(bid) * r.bufSize
-				if err := r.srv.h.OnData(c, r.bufMem[off:off+int(res):off+int(res)]); err != nil {
-					r.closeConn(c, err, true)
-				}
-			}
+			r.deliver(c, bid, 0, int(res))
+		} else {
+			r.recycle(bid)
 		}
-		r.br.BufRingAdd(r.bufAddr(bid), uint32(r.bufSize), bid, r.brMask, 0)
-		r.br.BufRingAdvance(1)
 	}
+	switch {
+	case res > 0:
+	case errno == unix.ENOBUFS:
+		if !c.torn {
+			r.st.noBufs.Add(1)
+			c.wantBuf = true
+			r.bufWaiters = append(r.bufWaiters, c)
+		}
+	default:
+		r.recvEnded(c, res, r.armRecv)
+	}
+	r.maybeFree(c)
+}
+
+// recvEnded handles a recv completion without data: retried after an interruption (with
+// rearm), the peer's close, a cancellation, or an error that closes c.
+func (r *uring) recvEnded(c *uconn, res int32, rearm func(*uconn)) {
 	errno := syscall.Errno(-res)
 	switch {
-	case res > 0 || errno == unix.ENOBUFS:
-		if !c.recvArmed && !c.torn {
-			if errno == unix.ENOBUFS {
-				r.st.noBufs.Add(1)
-			}
-			r.armRecv(c)
+	case errno == unix.EAGAIN || errno == unix.EINTR:
+		if !c.torn {
+			rearm(c)
 		}
 	case res == 0:
 		r.closeConn(c, io.EOF, true)
@@ -780,7 +843,109 @@ func (r *uring) onRecv(c *uconn, res int32, flags uint32) {
 	default:
 		r.closeConn(c, fmt.Errorf("recv on conn %d from %s: %w", c.id, c.remote, errno), true)
 	}
+}
+
+// deliver hands n bytes at off of provided buffer bid to the handler and does what it asks
+// next; the buffer is recycled unless a pause keeps part of it.
+func (r *uring) deliver(c *uconn, bid uint16, off, n int) {
+	if !c.readable() {
+		r.recycle(bid)
+		return
+	}
+	base := int(bid)*r.bufSize + off
+	next, err := r.srv.h.OnData(c, r.bufMem[base:base+n:base+n])
+	if err != nil {
+		r.recycle(bid)
+		r.closeConn(c, err, true)
+		return
+	}
+	used := min(max(next.Consumed, 0), n)
+	if used < n {
+		c.held = heldBytes{ok: true, bid: bid, off: off + used, n: n - used}
+		c.paused = true
+		r.st.pauses.Add(1)
+		return
+	}
+	r.recycle(bid)
+	r.follow(c, next)
+}
+
+// follow arms what the handler's Next asks for: a fill, a pause or the next recv.
+func (r *uring) follow(c *uconn, next Next) {
+	switch {
+	case c.torn:
+	case len(next.Fill) > 0:
+		r.st.fills.Add(1)
+		c.fill, c.fillOff = next.Fill, 0
+		r.armFill(c)
+	case next.Pause:
+		c.paused = true
+		r.st.pauses.Add(1)
+	default:
+		r.armRecv(c)
+	}
+}
+
+// onFill handles a completion of the recv into c.fill.
+func (r *uring) onFill(c *uconn, res int32) {
+	c.recvArmed = false
+	c.fillPin.Unpin()
+	switch {
+	case res > 0:
+		r.st.bytesIn.Add(uint64(res))
+		c.fillOff += int(res)
+		if c.torn {
+			break
+		}
+		if c.fillOff < len(c.fill) {
+			r.armFill(c)
+			break
+		}
+		c.fill = nil
+		if !c.readable() {
+			break
+		}
+		next, err := r.srv.h.OnFilled(c)
+		if err != nil {
+			r.closeConn(c, err, true)
+			break
+		}
+		r.follow(c, next)
+	default:
+		r.recvEnded(c, res, r.armFill)
+	}
 	r.maybeFree(c)
+}
+
+// resume restarts a paused connection: first the data it left in its buffer, then the socket.
+func (r *uring) resume(c *uconn) {
+	if !c.paused || c.torn {
+		return
+	}
+	c.paused = false
+	if h := c.held; h.ok {
+		c.held = heldBytes{}
+		r.deliver(c, h.bid, h.off, h.n)
+		return
+	}
+	r.armRecv(c)
+}
+
+// recycle gives provided buffer bid back to the kernel and, when a connection waits for one,
+// re-arms its recv.
+func (r *uring) recycle(bid uint16) {
+	r.br.BufRingAdd(r.bufAddr(bid), uint32(r.bufSize), bid, r.brMask, 0)
+	r.br.BufRingAdvance(1)
+	for len(r.bufWaiters) > 0 {
+		c := r.bufWaiters[0]
+		r.bufWaiters[0] = nil
+		r.bufWaiters = r.bufWaiters[1:]
+		c.wantBuf = false
+		if !c.torn && !c.paused && !c.recvArmed {
+			r.armRecv(c)
+			return
+		}
+	}
 }
 
 // closeConn tears c down: no more Sends, queued sends released, in-flight ops
@@ -792,6 +957,7 @@ func (r *uring) closeConn(c *uconn, err error, abort bool) {
 		return
 	}
 	c.torn = true
+	c.closeErr = err
 	c.mu.Lock()
 	c.closed = true
 	q := c.queue
@@ -804,10 +970,14 @@ func (r *uring) closeConn(c *uconn, err error, abort bool) {
 		it.release()
 	}
 	c.outq = nil
+	if c.held.ok {
+		r.recycle(c.held.bid)
+		c.held = heldBytes{}
+	}
 	if abort {
 		_ = unix.SetsockoptLinger(c.fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
 	}
-	if c.recvArmed || c.inflight != nil {
+	if c.recvArmed || c.inflight != nil || c.pollArmed {
 		_ = unix.Shutdown(c.fd, unix.SHUT_RDWR)
 		e := r.sqe()
 		e.OpCode = giouring.OpAsyncCancel
@@ -817,15 +987,29 @@ func (r *uring) closeConn(c *uconn, err error, abort bool) {
 		c.cancelPending = true
 	}
 	r.st.open.Add(^uint64(0))
-	r.srv.h.OnClose(c, err)
 	r.maybeFree(c)
 }
 
 // maybeFree closes c's fd once no op on it is in flight, and frees its slot
 // once the kernel has also sent every SEND_ZC notification.
 func (r *uring) maybeFree(c *uconn) {
-	if !c.torn || c.recvArmed || c.inflight != nil || c.cancelPending || c.freed {
+	if !c.torn || c.freed {
 		return
+	}
+	if !c.notified && !c.recvArmed {
+		// The handler hears of the close only once the kernel no longer writes into its fill
+		// buffer, which it may then release.
+		c.notified = true
+		r.srv.h.OnClose(c, c.closeErr)
+	}
+	if c.recvArmed || c.inflight != nil || c.pollArmed || c.cancelPending {
+		return
+	}
+	c.mu.Lock()
+	busy := c.direct
+	c.mu.Unlock()
+	if busy {
+		return // the direct Send posts c when it is done
 	}
 	if !c.fdClosed {
 		unix.Close(c.fd)

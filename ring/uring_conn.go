@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"runtime"
@@ -13,7 +14,8 @@ import (
 )
 
 // uconn is a connection of the io_uring backend. Fields under mu are shared
-// with Send/Close on other goroutines; the rest belong to the ring's loop.
+// with Send, Resume and Close on other goroutines; the rest belong to the
+// ring's loop.
 type uconn struct {
 	r      *uring
 	id     uint64
@@ -22,24 +24,50 @@ type uconn struct {
 	remote *net.TCPAddr
 	noZC   bool // plain sends only: a loopback peer (see Config.SendZCLoopback)
 
-	mu         sync.Mutex
-	queue      []*sendItem // guarded by mu: sent by Send, not yet taken by the loop
-	closed     bool        // guarded by mu: Send fails from now on
-	closeReq   bool        // guarded by mu: Close was called
-	queued     bool        // guarded by mu: c is in r.pending
-	handlerCtx any         // guarded by mu
+	mu       sync.Mutex
+	queue    []*outItem // guarded by mu: sent, not yet taken by the loop, in write order
+	closed   bool       // guarded by mu: Send fails from now on
+	closeReq bool       // guarded by mu: Close was called
+	queued   bool       // guarded by mu: c is in r.pending
+	// resumeReq is set by Resume, guarded by mu; the loop consumes it.
+	resumeReq bool
+	// direct is set while a Send writes to the socket from its own goroutine (guarded by mu);
+	// the loop neither writes nor closes the fd meanwhile.
+	direct bool
+	// ringOwned says the loop writes this connection's output (guarded by mu): it holds items
+	// or has an op in flight, so a Send queues behind instead of writing directly.
+	ringOwned bool
+	// failErr is a write error a direct Send met (guarded by mu); the loop closes with it.
+	failErr    error
+	handlerCtx any // guarded by mu
 
 	// loop-owned
-	queueSpare    []*sendItem
-	outq          []*sendItem // in write order; outq[0] is being written
-	inflight      *sendOp     // at most one send op in flight keeps the byte order
-	zcPending     int         // SEND_ZC ops awaiting their notification CQE
-	recvArmed     bool        // a multishot recv is in flight
-	cancelPending bool        // a cancel of the fd's ops is in flight
-	closing       bool        // close once outq is written (Close or Shutdown)
-	torn          bool        // closed for the handler: OnClose was called
+	queueSpare    []*outItem
+	outq          []*outItem // in write order; outq[0] is being written
+	inflight      *sendOp    // at most one send op in flight keeps the byte order
+	pollArmed     bool       // a POLLOUT poll is in flight: a file range waits for socket room
+	zcPending     int        // SEND_ZC ops awaiting their notification CQE
+	recvArmed     bool       // a recv (into a provided buffer, or a fill) is in flight
+	fill          []byte     // Next.Fill being received into; fill[fillOff:] is still to come
+	fillOff       int
+	fillPin       runtime.Pinner
+	paused        bool      // reading stopped until Resume
+	held          heldBytes // unconsumed data of a paused connection, still in its provided buffer
+	wantBuf       bool      // waiting in r.bufWaiters for a provided buffer (ENOBUFS)
+	cancelPending bool      // a cancel of the fd's ops is in flight
+	closing       bool      // close once outq is written (Close or Shutdown)
+	torn          bool      // closed for the handler: no more OnData
+	closeErr      error     // what OnClose reports
+	notified      bool      // OnClose was called
 	fdClosed      bool
 	freed         bool // slot returned
+}
+
+// heldBytes is data a paused connection left unconsumed in provided buffer bid.
+type heldBytes struct {
+	ok     bool
+	bid    uint16
+	off, n int
 }
 
 // ID implements Conn.
@@ -47,6 +75,9 @@ func (c *uconn) ID() uint64 { return c.id }
 
 // RemoteAddr implements Conn.
 func (c *uconn) RemoteAddr() net.Addr { return c.remote }
+
+// Loop implements Conn.
+func (c *uconn) Loop() int { return c.r.idx }
 
 // SetContext implements Conn.
 func (c *uconn) SetContext(v any) {
@@ -62,25 +93,84 @@ func (c *uconn) Context() any {
 	return c.handlerCtx
 }
 
-// Send implements Conn: it queues bufs and hands c to the loop.
-func (c *uconn) Send(bufs [][]byte, done func()) error {
-	it := &sendItem{bufs: bufs, done: done, refs: 1}
-	for _, b := range bufs {
-		it.left += len(b)
-	}
+// Send implements Conn. With nothing queued for the socket it writes at once from the calling
+// goroutine with non-blocking calls; the rest, and every Send meanwhile, goes to the loop.
+func (c *uconn) Send(pieces []Piece, done func()) error {
+	it := newOutItem(pieces, done)
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return fmt.Errorf("send %d bytes on conn %d: %w", it.left, c.id, ErrClosed)
 	}
-	c.queue = append(c.queue, it)
+	// Large memory sends to peers that get SEND_ZC go through the loop, which submits them.
+	zc := c.r.zcThreshold > 0 && !c.noZC && it.left >= c.r.zcThreshold && !it.atFile()
+	if zc && !c.direct {
+		c.ringOwned = true
+	}
+	if c.ringOwned || c.direct {
+		c.queue = append(c.queue, it)
+		notify := c.ringOwned && !c.queued
+		if notify {
+			c.queued = true
+		}
+		c.mu.Unlock()
+		if notify {
+			c.r.post(c)
+		}
+		return nil
+	}
+	c.direct = true
+	c.mu.Unlock()
+	c.r.st.directSends.Add(1)
+	n, err := writeNonblock(c.fd, it)
+	c.r.st.bytesOut.Add(uint64(n))
+	c.mu.Lock()
+	c.direct = false
+	switch {
+	case err == nil:
+	case errors.Is(err, unix.EAGAIN):
+		c.r.st.directBlocked.Add(1)
+		c.queue = append(c.queue, nil)
+		copy(c.queue[1:], c.queue)
+		c.queue[0] = it
+		it = nil
+	default:
+		if c.failErr == nil {
+			c.failErr = fmt.Errorf("send %d bytes on conn %d to %s: %w", it.left, c.id, c.remote, err)
+		}
+	}
+	handOver := len(c.queue) > 0 || c.closeReq || c.closed || c.failErr != nil
+	if len(c.queue) > 0 {
+		c.ringOwned = true
+	}
+	notify := handOver && !c.queued
+	if notify {
+		c.queued = true
+	}
+	c.mu.Unlock()
+	if notify {
+		c.r.post(c)
+	}
+	if it != nil && done != nil {
+		done()
+	}
+	return nil
+}
+
+// Resume implements Conn.
+func (c *uconn) Resume() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.resumeReq = true
 	notify := !c.queued
 	c.queued = true
 	c.mu.Unlock()
 	if notify {
 		c.r.post(c)
 	}
-	return nil
 }
 
 // Close implements Conn: the loop closes c once its queue is written.
@@ -104,40 +194,6 @@ func (c *uconn) Close() error {
 // readable reports whether received data still goes to the handler.
 func (c *uconn) readable() bool { return !c.torn && !c.closing && !c.r.draining }
 
-// sendItem is one Send call.
-type sendItem struct {
-	bufs   [][]byte
-	done   func()
-	left   int // bytes not yet written
-	bufIdx int // write cursor: bufs[bufIdx][bufOff:] is next
-	bufOff int
-	// refs counts holders: 1 while in the queue plus one per send op that covers it.
-	// done runs when it drops to zero, which happens exactly once.
-	refs int
-}
-
-func (it *sendItem) release() {
-	it.refs--
-	if it.refs == 0 && it.done != nil {
-		it.done()
-	}
-}
-
-// advance moves the write cursor n bytes (n <= it.left).
-func (it *sendItem) advance(n int) {
-	it.left -= n
-	for n > 0 {
-		rem := len(it.bufs[it.bufIdx]) - it.bufOff
-		if n < rem {
-			it.bufOff += n
-			return
-		}
-		n -= rem
-		it.bufIdx++
-		it.bufOff = 0
-	}
-}
-
 // sendOp is one send submitted to the kernel. Its msghdr and iovecs live
 // off-heap in mem; the Go-heap payloads it points at are pinned until the
 // kernel is done (completion, or for SEND_ZC the notification).
@@ -145,7 +201,7 @@ type sendOp struct {
 	idx   uint32
 	mem   []byte
 	conn  *uconn // nil while the op is free
-	items []*sendItem
+	items []*outItem
 	pin   runtime.Pinner
 	total int
 	zc    bool
@@ -185,29 +241,76 @@ func (r *uring) releaseOp(op *sendOp) {
 	r.freeOps = append(r.freeOps, op.idx)
 }
 
-// pump starts the next send on c if none is in flight, and completes a
-// requested close once everything queued is written.
+// pump starts the next write on c if none is in flight, and completes a
+// requested close once everything queued is written. Memory goes out in
+// send ops (SEND_ZC for large ones to non-loopback peers); a file range is
+// written with sendfile from the loop once the socket has room.
 func (r *uring) pump(c *uconn) {
-	if c.torn || c.inflight != nil {
-		return
-	}
-	for len(c.outq) > 0 && c.outq[0].left == 0 {
-		c.outq[0].release()
-		c.outq[0] = nil
-		c.outq = c.outq[1:]
-	}
-	if len(c.outq) == 0 {
-		c.outq = nil
-		if c.closing {
+	for {
+		if c.torn || c.inflight != nil || c.pollArmed {
+			return
+		}
+		for len(c.outq) > 0 && c.outq[0].left == 0 {
+			c.outq[0].release()
+			c.outq[0] = nil
+			c.outq = c.outq[1:]
+		}
+		if len(c.outq) == 0 {
+			c.outq = nil
 			c.mu.Lock()
-			more := len(c.queue) > 0 // posted, processPending will pump again
-			c.mu.Unlock()
+			more := len(c.queue) > 0 // posted: processPending pumps again
 			if !more {
+				c.ringOwned = false
+			}
+			busy := c.direct
+			c.mu.Unlock()
+			if c.closing && !more && !busy {
 				r.closeConn(c, nil, false)
 			}
+			return
 		}
-		return
+		if !c.outq[0].atFile() {
+			r.startSend(c)
+			return
+		}
+		n, err := writeNonblock(c.fd, c.outq[0])
+		r.st.bytesOut.Add(uint64(n))
+		switch {
+		case err == nil:
+			continue
+		case errors.Is(err, unix.EAGAIN):
+			r.armPollOut(c)
+			return
+		default:
+			r.closeConn(c, fmt.Errorf("sendfile on conn %d to %s: %w", c.id, c.remote, err), true)
+			return
+		}
 	}
+}
+
+// armPollOut waits for room in c's socket send buffer.
+func (r *uring) armPollOut(c *uconn) {
+	e := r.sqe()
+	e.OpCode = giouring.OpPollAdd
+	e.Fd = int32(c.fd)
+	e.OpcodeFlags = unix.POLLOUT
+	e.UserData = userData(kindPollOut, c.slot)
+	c.pollArmed = true
+}
+
+// onPollOut: c's socket has room again.
+func (r *uring) onPollOut(c *uconn, res int32) {
+	c.pollArmed = false
+	if res < 0 && res != -int32(unix.ECANCELED) && !c.torn {
+		r.closeConn(c, fmt.Errorf("poll conn %d to %s: %w", c.id, c.remote, syscall.Errno(-res)), true)
+	}
+	r.pump(c)
+	r.maybeFree(c)
+}
+
+// startSend submits one send op for the memory at the head of c.outq: up to maxIov buffers,
+// stopping at a file range.
+func (r *uring) startSend(c *uconn) {
 	op, err := r.allocOp()
 	if err != nil {
 		r.closeConn(c, err, true)
@@ -221,14 +324,23 @@ func (r *uring) pump(c *uconn) {
 	zcOn := r.zcThreshold > 0 && !c.noZC
 	op.zc = zcOn && c.outq[0].left >= r.zcThreshold
 	n := 0
+gather:
 	for i, it := range c.outq {
 		if i > 0 && (op.zc || zcOn && it.left >= r.zcThreshold) {
 			break
 		}
 		covered := false
-		off := it.bufOff
-		for bi := it.bufIdx; bi < len(it.bufs) && n < maxIov; bi++ {
-			b := it.bufs[bi][off:]
+		off := it.off
+		for pi := it.idx; pi < len(it.pieces) && n < maxIov; pi++ {
+			p := &it.pieces[pi]
+			if p.FileLen > 0 {
+				if covered {
+					it.refs++
+					op.items = append(op.items, it)
+				}
+				break gather
+			}
+			b := p.Buf[off:]
 			off = 0
 			if len(b) == 0 {
 				continue
@@ -320,7 +432,12 @@ func (r *uring) onSend(op *sendOp, res int32, flags uint32) {
 	}
 	errno := syscall.Errno(-res)
 	switch {
-	case res >= 0 || errno == unix.EAGAIN || errno == unix.EINTR:
+	case errno == unix.EAGAIN:
+		// The socket is non-blocking; wait for room before sending again.
+		if !c.torn {
+			r.armPollOut(c)
+		}
+	case res >= 0 || errno == unix.EINTR:
 		r.pump(c)
 	case errno == unix.ECANCELED:
 	default:

@@ -2,46 +2,21 @@ package wire
 
 import (
 	"encoding/binary"
-	"hash/crc32"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"ringbroker/internal/crc32c"
+	"ringbroker/internal/recordbatch"
 )
 
-// Record batch v2 layout: byte offsets of each header field.
 const (
-	offBaseOffset      = 0
-	offLength          = 8
-	offLeaderEpoch     = 12
-	offMagic           = 16
-	offCRC             = 17
-	offAttributes      = 21
-	offLastOffsetDelta = 23
-	offFirstTimestamp  = 27
-	offMaxTimestamp    = 35
-	offProducerID      = 43
-	offProducerEpoch   = 51
-	offBaseSequence    = 53
-	offNumRecords      = 57
-
 	// BatchHeaderLen is the size of a v2 record batch header; records
 	// start here.
-	BatchHeaderLen = 61
-	// batchLogOverhead is baseOffset and length, which the length field
-	// does not count.
-	batchLogOverhead = 12
+	BatchHeaderLen = recordbatch.HeaderSize
 	// minRecordLen is the smallest encoded record: length, attributes,
 	// timestamp delta, offset delta, key length, value length and header
 	// count, one byte each.
 	minRecordLen = 7
-)
-
-// Attribute bits of a v2 record batch.
-const (
-	attrCodecMask     = 0x07
-	attrLogAppendTime = 0x08
-	attrTransactional = 0x10
-	attrControl       = 0x20
-	attrDeleteHorizon = 0x40
 )
 
 // TimestampType says whether a batch's timestamps were set by the producer
@@ -54,12 +29,8 @@ const (
 	LogAppendTime TimestampType = 1
 )
 
-// castagnoli is the CRC32C table; crc32 builds it once and uses the CPU's
-// CRC32 instructions where present. It is never written after init.
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // CRC32C returns the Castagnoli CRC of b, the checksum of record batch v2.
-func CRC32C(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+func CRC32C(b []byte) uint32 { return crc32c.Checksum(b) }
 
 // Batch is a zero-copy view of one record batch v2: the whole batch from
 // baseOffset to the end of its records. Accessors read the bytes in place;
@@ -68,54 +39,58 @@ func CRC32C(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 type Batch []byte
 
 // BaseOffset is the offset of the batch's first record.
-func (b Batch) BaseOffset() int64 { return int64(binary.BigEndian.Uint64(b[offBaseOffset:])) }
+func (b Batch) BaseOffset() int64 {
+	return int64(binary.BigEndian.Uint64(b[recordbatch.OffBaseOffset:]))
+}
 
 // Length is the batch length field: the bytes after it.
-func (b Batch) Length() int32 { return int32(binary.BigEndian.Uint32(b[offLength:])) }
+func (b Batch) Length() int32 { return int32(binary.BigEndian.Uint32(b[recordbatch.OffBatchLength:])) }
 
 // PartitionLeaderEpoch is the leader epoch the broker stamped on append.
 func (b Batch) PartitionLeaderEpoch() int32 {
-	return int32(binary.BigEndian.Uint32(b[offLeaderEpoch:]))
+	return int32(binary.BigEndian.Uint32(b[recordbatch.OffLeaderEpoch:]))
 }
 
 // Magic is the format version; 2 for record batches.
-func (b Batch) Magic() int8 { return int8(b[offMagic]) }
+func (b Batch) Magic() int8 { return int8(b[recordbatch.OffMagic]) }
 
 // CRC is the stored CRC32C of attributes through the end of the batch.
-func (b Batch) CRC() uint32 { return binary.BigEndian.Uint32(b[offCRC:]) }
+func (b Batch) CRC() uint32 { return binary.BigEndian.Uint32(b[recordbatch.OffCRC:]) }
 
 // ComputeCRC computes the CRC32C the CRC field should hold.
-func (b Batch) ComputeCRC() uint32 { return CRC32C(b[offAttributes:]) }
+func (b Batch) ComputeCRC() uint32 { return CRC32C(b[recordbatch.OffAttributes:]) }
 
 // Attributes is the raw attributes field.
-func (b Batch) Attributes() int16 { return int16(binary.BigEndian.Uint16(b[offAttributes:])) }
+func (b Batch) Attributes() int16 {
+	return int16(binary.BigEndian.Uint16(b[recordbatch.OffAttributes:]))
+}
 
 // Codec is the compression codec of the records.
-func (b Batch) Codec() Codec { return Codec(b.Attributes() & attrCodecMask) }
+func (b Batch) Codec() Codec { return Codec(b.Attributes() & recordbatch.AttrCompression) }
 
 // TimestampType reports whether MaxTimestamp is the producer's create time
 // or the broker's log append time.
 func (b Batch) TimestampType() TimestampType {
-	if b.Attributes()&attrLogAppendTime != 0 {
+	if b.Attributes()&recordbatch.AttrLogAppendTime != 0 {
 		return LogAppendTime
 	}
 	return CreateTime
 }
 
 // IsTransactional reports whether the batch belongs to a transaction.
-func (b Batch) IsTransactional() bool { return b.Attributes()&attrTransactional != 0 }
+func (b Batch) IsTransactional() bool { return b.Attributes()&recordbatch.AttrTransactional != 0 }
 
 // IsControl reports whether the batch holds a control record (commit or
 // abort marker).
-func (b Batch) IsControl() bool { return b.Attributes()&attrControl != 0 }
+func (b Batch) IsControl() bool { return b.Attributes()&recordbatch.AttrControl != 0 }
 
 // HasDeleteHorizon reports whether FirstTimestamp holds the compaction
 // delete horizon (KIP-534).
-func (b Batch) HasDeleteHorizon() bool { return b.Attributes()&attrDeleteHorizon != 0 }
+func (b Batch) HasDeleteHorizon() bool { return b.Attributes()&recordbatch.AttrDeleteHorizon != 0 }
 
 // LastOffsetDelta is the offset of the last record minus BaseOffset.
 func (b Batch) LastOffsetDelta() int32 {
-	return int32(binary.BigEndian.Uint32(b[offLastOffsetDelta:]))
+	return int32(binary.BigEndian.Uint32(b[recordbatch.OffLastOffsetDelta:]))
 }
 
 // LastOffset is the offset of the batch's last record.
@@ -123,25 +98,33 @@ func (b Batch) LastOffset() int64 { return b.BaseOffset() + int64(b.LastOffsetDe
 
 // FirstTimestamp is the timestamp records' deltas are relative to.
 func (b Batch) FirstTimestamp() int64 {
-	return int64(binary.BigEndian.Uint64(b[offFirstTimestamp:]))
+	return int64(binary.BigEndian.Uint64(b[recordbatch.OffBaseTimestamp:]))
 }
 
 // MaxTimestamp is the largest record timestamp, or the log append time.
-func (b Batch) MaxTimestamp() int64 { return int64(binary.BigEndian.Uint64(b[offMaxTimestamp:])) }
+func (b Batch) MaxTimestamp() int64 {
+	return int64(binary.BigEndian.Uint64(b[recordbatch.OffMaxTimestamp:]))
+}
 
 // ProducerID is the idempotent/transactional producer id, -1 if none.
-func (b Batch) ProducerID() int64 { return int64(binary.BigEndian.Uint64(b[offProducerID:])) }
+func (b Batch) ProducerID() int64 {
+	return int64(binary.BigEndian.Uint64(b[recordbatch.OffProducerID:]))
+}
 
 // ProducerEpoch is the producer's epoch, -1 if none.
 func (b Batch) ProducerEpoch() int16 {
-	return int16(binary.BigEndian.Uint16(b[offProducerEpoch:]))
+	return int16(binary.BigEndian.Uint16(b[recordbatch.OffProducerEpoch:]))
 }
 
 // BaseSequence is the sequence number of the first record, -1 if none.
-func (b Batch) BaseSequence() int32 { return int32(binary.BigEndian.Uint32(b[offBaseSequence:])) }
+func (b Batch) BaseSequence() int32 {
+	return int32(binary.BigEndian.Uint32(b[recordbatch.OffBaseSequence:]))
+}
 
 // NumRecords is the record count field.
-func (b Batch) NumRecords() int32 { return int32(binary.BigEndian.Uint32(b[offNumRecords:])) }
+func (b Batch) NumRecords() int32 {
+	return int32(binary.BigEndian.Uint32(b[recordbatch.OffNumRecords:]))
+}
 
 // Records is the record payload, compressed when Codec is not CodecNone.
 func (b Batch) Records() []byte { return b[BatchHeaderLen:] }
@@ -149,13 +132,13 @@ func (b Batch) Records() []byte { return b[BatchHeaderLen:] }
 // SetBaseOffset assigns the batch's base offset. The field is outside the
 // CRC, so the CRC stays valid.
 func (b Batch) SetBaseOffset(offset int64) {
-	binary.BigEndian.PutUint64(b[offBaseOffset:], uint64(offset))
+	binary.BigEndian.PutUint64(b[recordbatch.OffBaseOffset:], uint64(offset))
 }
 
 // SetPartitionLeaderEpoch stamps the leader epoch. The field is outside the
 // CRC, so the CRC stays valid.
 func (b Batch) SetPartitionLeaderEpoch(epoch int32) {
-	binary.BigEndian.PutUint32(b[offLeaderEpoch:], uint32(epoch))
+	binary.BigEndian.PutUint32(b[recordbatch.OffLeaderEpoch:], uint32(epoch))
 }
 
 // SetMaxTimestamp sets MaxTimestamp (keeping the timestamp type) and
@@ -164,7 +147,7 @@ func (b Batch) SetMaxTimestamp(ts int64) {
 	if b.MaxTimestamp() == ts {
 		return
 	}
-	binary.BigEndian.PutUint64(b[offMaxTimestamp:], uint64(ts))
+	binary.BigEndian.PutUint64(b[recordbatch.OffMaxTimestamp:], uint64(ts))
 	b.updateCRC()
 }
 
@@ -173,15 +156,15 @@ func (b Batch) SetMaxTimestamp(ts int64) {
 // recomputes the CRC.
 func (b Batch) SetLogAppendTime(ts int64) {
 	attrs := b.Attributes()
-	if attrs&attrLogAppendTime != 0 && b.MaxTimestamp() == ts {
+	if attrs&recordbatch.AttrLogAppendTime != 0 && b.MaxTimestamp() == ts {
 		return
 	}
-	binary.BigEndian.PutUint16(b[offAttributes:], uint16(attrs|attrLogAppendTime))
-	binary.BigEndian.PutUint64(b[offMaxTimestamp:], uint64(ts))
+	binary.BigEndian.PutUint16(b[recordbatch.OffAttributes:], uint16(attrs|recordbatch.AttrLogAppendTime))
+	binary.BigEndian.PutUint64(b[recordbatch.OffMaxTimestamp:], uint64(ts))
 	b.updateCRC()
 }
 
-func (b Batch) updateCRC() { binary.BigEndian.PutUint32(b[offCRC:], b.ComputeCRC()) }
+func (b Batch) updateCRC() { binary.BigEndian.PutUint32(b[recordbatch.OffCRC:], b.ComputeCRC()) }
 
 // BatchInfo is the producer state of one batch, what idempotence and
 // transactions need.
@@ -238,22 +221,22 @@ func batchErr(index, pos int, code *kerr.Error, reason string, got, want int64) 
 // for magic 0 and 1, UNSUPPORTED_COMPRESSION_TYPE for codec ids above 4,
 // INVALID_RECORD for inconsistent counts.
 func NextBatch(records []byte, index, pos int) (Batch, []byte, error) {
-	if len(records) < batchLogOverhead {
-		return nil, nil, batchErr(index, pos, kerr.CorruptMessage, "truncated batch length", int64(len(records)), batchLogOverhead)
+	if len(records) < recordbatch.LogOverhead {
+		return nil, nil, batchErr(index, pos, kerr.CorruptMessage, "truncated batch length", int64(len(records)), recordbatch.LogOverhead)
 	}
-	length := int64(int32(binary.BigEndian.Uint32(records[offLength:])))
-	if len(records) > offMagic {
-		switch magic := int8(records[offMagic]); {
+	length := int64(int32(binary.BigEndian.Uint32(records[recordbatch.OffBatchLength:])))
+	if len(records) > recordbatch.OffMagic {
+		switch magic := int8(records[recordbatch.OffMagic]); {
 		case magic == 0 || magic == 1:
 			return nil, nil, batchErr(index, pos, kerr.UnsupportedForMessageFormat, "legacy message format magic", int64(magic), 2)
 		case magic != 2:
 			return nil, nil, batchErr(index, pos, kerr.CorruptMessage, "invalid magic", int64(magic), 2)
 		}
 	}
-	if length < BatchHeaderLen-batchLogOverhead {
-		return nil, nil, batchErr(index, pos, kerr.CorruptMessage, "batch length below header size", length, BatchHeaderLen-batchLogOverhead)
+	if length < BatchHeaderLen-recordbatch.LogOverhead {
+		return nil, nil, batchErr(index, pos, kerr.CorruptMessage, "batch length below header size", length, BatchHeaderLen-recordbatch.LogOverhead)
 	}
-	total := batchLogOverhead + length
+	total := recordbatch.LogOverhead + length
 	if total > int64(len(records)) {
 		return nil, nil, batchErr(index, pos, kerr.CorruptMessage, "batch length beyond record set", total, int64(len(records)))
 	}
@@ -316,8 +299,8 @@ func ValidateProduce(records []byte, version int16, maxBatchBytes int) (BatchSum
 	if len(records) == 0 {
 		return BatchSummary{}, batchErr(0, 0, kerr.InvalidRecord, "produce needs one record batch", 0, 1)
 	}
-	if len(records) > offMagic {
-		if magic := int8(records[offMagic]); magic != 2 {
+	if len(records) > recordbatch.OffMagic {
+		if magic := int8(records[recordbatch.OffMagic]); magic != 2 {
 			return BatchSummary{}, batchErr(0, 0, kerr.InvalidRecord, "produce v3+ needs magic 2", int64(magic), 2)
 		}
 	}
@@ -327,7 +310,7 @@ func ValidateProduce(records []byte, version int16, maxBatchBytes int) (BatchSum
 	}
 	switch {
 	case s.Batches != 1:
-		return s, batchErr(1, batchLogOverhead+int(Batch(records).Length()), kerr.InvalidRecord, "produce allows exactly one batch per partition", int64(s.Batches), 1)
+		return s, batchErr(1, recordbatch.LogOverhead+int(Batch(records).Length()), kerr.InvalidRecord, "produce allows exactly one batch per partition", int64(s.Batches), 1)
 	case maxBatchBytes > 0 && len(records) > maxBatchBytes:
 		return s, batchErr(0, 0, kerr.MessageTooLarge, "batch larger than message.max.bytes", int64(len(records)), int64(maxBatchBytes))
 	case s.Codec == CodecZstd && version < 7:

@@ -9,6 +9,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/internal/recordbatch"
+	"ringbroker/internal/testutil"
 )
 
 // checkRecords decodes b and compares every record with want.
@@ -51,7 +54,7 @@ func TestBatchAccessorsMatchKmsg(t *testing.T) {
 		t.Run(codec.String(), func(t *testing.T) {
 			recs := testRecords(25, 100)
 			spec := batchSpec{codec: codec, baseOffset: 1000, producerID: 42, producerEpoch: 3,
-				baseSequence: 17, attrs: attrTransactional, firstTS: 1_700_000_000_123}
+				baseSequence: 17, attrs: recordbatch.AttrTransactional, firstTS: 1_700_000_000_123}
 			raw := buildBatch(t, c, spec, recs)
 			b, rest, err := NextBatch(raw, 0, 0)
 			if err != nil || len(rest) != 0 {
@@ -163,7 +166,7 @@ func mutate(b []byte, fix bool, fn func(b []byte)) []byte {
 	b = bytes.Clone(b)
 	fn(b)
 	if fix && len(b) >= BatchHeaderLen {
-		binary.BigEndian.PutUint32(b[offCRC:], CRC32C(b[offAttributes:]))
+		binary.BigEndian.PutUint32(b[recordbatch.OffCRC:], CRC32C(b[recordbatch.OffAttributes:]))
 	}
 	return b
 }
@@ -182,18 +185,18 @@ func TestValidateBatchesErrors(t *testing.T) {
 		{"truncated records", good[:len(good)-1], kerr.CorruptMessage, 0},
 		{"trailing garbage", append(bytes.Clone(good), 1, 2, 3), kerr.CorruptMessage, 1},
 		{"second batch truncated", append(bytes.Clone(good), good[:70]...), kerr.CorruptMessage, 1},
-		{"magic 1", mutate(good, false, func(b []byte) { b[offMagic] = 1 }), kerr.UnsupportedForMessageFormat, 0},
-		{"magic 0", mutate(good, false, func(b []byte) { b[offMagic] = 0 }), kerr.UnsupportedForMessageFormat, 0},
-		{"magic 3", mutate(good, false, func(b []byte) { b[offMagic] = 3 }), kerr.CorruptMessage, 0},
-		{"length below header", mutate(good, false, func(b []byte) { binary.BigEndian.PutUint32(b[offLength:], 48) }), kerr.CorruptMessage, 0},
-		{"negative length", mutate(good, false, func(b []byte) { binary.BigEndian.PutUint32(b[offLength:], 0xFFFFFFF0) }), kerr.CorruptMessage, 0},
+		{"magic 1", mutate(good, false, func(b []byte) { b[recordbatch.OffMagic] = 1 }), kerr.UnsupportedForMessageFormat, 0},
+		{"magic 0", mutate(good, false, func(b []byte) { b[recordbatch.OffMagic] = 0 }), kerr.UnsupportedForMessageFormat, 0},
+		{"magic 3", mutate(good, false, func(b []byte) { b[recordbatch.OffMagic] = 3 }), kerr.CorruptMessage, 0},
+		{"length below header", mutate(good, false, func(b []byte) { binary.BigEndian.PutUint32(b[recordbatch.OffBatchLength:], 48) }), kerr.CorruptMessage, 0},
+		{"negative length", mutate(good, false, func(b []byte) { binary.BigEndian.PutUint32(b[recordbatch.OffBatchLength:], 0xFFFFFFF0) }), kerr.CorruptMessage, 0},
 		{"crc", mutate(good, false, func(b []byte) { b[len(b)-1] ^= 1 }), kerr.CorruptMessage, 0},
-		{"codec 5", mutate(good, true, func(b []byte) { b[offAttributes+1] |= 5 }), kerr.UnsupportedCompressionType, 0},
-		{"count mismatch", mutate(good, true, func(b []byte) { binary.BigEndian.PutUint32(b[offNumRecords:], 3) }), kerr.InvalidRecord, 0},
-		{"negative count", mutate(good, true, func(b []byte) { binary.BigEndian.PutUint32(b[offNumRecords:], 0xFFFFFFFF) }), kerr.InvalidRecord, 0},
+		{"codec 5", mutate(good, true, func(b []byte) { b[recordbatch.OffAttributes+1] |= 5 }), kerr.UnsupportedCompressionType, 0},
+		{"count mismatch", mutate(good, true, func(b []byte) { binary.BigEndian.PutUint32(b[recordbatch.OffNumRecords:], 3) }), kerr.InvalidRecord, 0},
+		{"negative count", mutate(good, true, func(b []byte) { binary.BigEndian.PutUint32(b[recordbatch.OffNumRecords:], 0xFFFFFFFF) }), kerr.InvalidRecord, 0},
 		{"count beyond payload", mutate(good, true, func(b []byte) {
-			binary.BigEndian.PutUint32(b[offNumRecords:], 1000)
-			binary.BigEndian.PutUint32(b[offLastOffsetDelta:], 999)
+			binary.BigEndian.PutUint32(b[recordbatch.OffNumRecords:], 1000)
+			binary.BigEndian.PutUint32(b[recordbatch.OffLastOffsetDelta:], 999)
 		}), kerr.CorruptMessage, 0},
 	}
 	for _, tt := range tests {
@@ -215,19 +218,19 @@ func TestValidateBatchesErrors(t *testing.T) {
 func TestValidateBatchesEveryFlipAndCut(t *testing.T) {
 	c := NewCodecs()
 	good := buildBatch(t, c, plainSpec(CodecSnappy), testRecords(6, 40))
-	for i := offAttributes; i < len(good); i++ {
+	for i := recordbatch.OffAttributes; i < len(good); i++ {
 		bad := mutate(good, false, func(b []byte) { b[i] ^= 0x40 })
 		if _, err := ValidateBatches(bad); !errors.Is(err, kerr.CorruptMessage) {
 			t.Fatalf("flip at %d: %v", i, err)
 		}
 	}
-	for i := offCRC; i < offAttributes; i++ {
+	for i := recordbatch.OffCRC; i < recordbatch.OffAttributes; i++ {
 		bad := mutate(good, false, func(b []byte) { b[i] ^= 1 })
 		if _, err := ValidateBatches(bad); !errors.Is(err, kerr.CorruptMessage) {
 			t.Fatalf("crc flip at %d: %v", i, err)
 		}
 	}
-	for i := offBaseOffset; i < offLength; i++ {
+	for i := recordbatch.OffBaseOffset; i < recordbatch.OffBatchLength; i++ {
 		if _, err := ValidateBatches(mutate(good, false, func(b []byte) { b[i] ^= 0xFF })); err != nil {
 			t.Fatalf("base offset byte %d is outside the CRC: %v", i, err)
 		}
@@ -243,8 +246,8 @@ func TestValidateProduce(t *testing.T) {
 	c := NewCodecs()
 	good := buildBatch(t, c, plainSpec(CodecNone), testRecords(3, 10))
 	zstd := buildBatch(t, c, plainSpec(CodecZstd), testRecords(3, 10))
-	empty := sealBatch(kmsg.RecordBatch{Magic: 2, LastOffsetDelta: -1, ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1})
-	control := buildBatch(t, c, batchSpec{producerID: 1, attrs: attrControl | attrTransactional}, testRecords(1, 0))
+	empty := testutil.SealBatch(kmsg.RecordBatch{Magic: 2, LastOffsetDelta: -1, ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1})
+	control := buildBatch(t, c, batchSpec{producerID: 1, attrs: recordbatch.AttrControl | recordbatch.AttrTransactional}, testRecords(1, 0))
 	noSeq := buildBatch(t, c, batchSpec{producerID: 1, baseSequence: -1}, testRecords(1, 0))
 	tests := []struct {
 		name    string
@@ -258,7 +261,7 @@ func TestValidateProduce(t *testing.T) {
 		{"zstd v6", zstd, 6, 0, kerr.UnsupportedCompressionType},
 		{"no batch", nil, 9, 0, kerr.InvalidRecord},
 		{"two batches", append(bytes.Clone(good), good...), 9, 0, kerr.InvalidRecord},
-		{"magic 1", mutate(good, false, func(b []byte) { b[offMagic] = 1 }), 9, 0, kerr.InvalidRecord},
+		{"magic 1", mutate(good, false, func(b []byte) { b[recordbatch.OffMagic] = 1 }), 9, 0, kerr.InvalidRecord},
 		{"too large", good, 9, len(good) - 1, kerr.MessageTooLarge},
 		{"at max", good, 9, len(good), nil},
 		{"no records", empty, 9, 0, kerr.InvalidRecord},
@@ -299,7 +302,7 @@ func TestDecodeRecordsErrors(t *testing.T) {
 	attrs := []byte{0}
 	okRec := rawRecord(-1, attrs, vi(0), vi(0), vi(1), []byte("k"), vi(-1), vi(0))
 	withBatch := func(n int32, payload []byte) Batch {
-		return Batch(sealBatch(kmsg.RecordBatch{Magic: 2, LastOffsetDelta: n - 1, NumRecords: n, Records: payload,
+		return Batch(testutil.SealBatch(kmsg.RecordBatch{Magic: 2, LastOffsetDelta: n - 1, NumRecords: n, Records: payload,
 			ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1}))
 	}
 	tests := []struct {
@@ -345,7 +348,7 @@ func TestDecodeRecordsCompressedErrors(t *testing.T) {
 	if !errors.Is(err, kerr.MessageTooLarge) || !errors.Is(err, ErrDecompressedTooLarge) {
 		t.Fatalf("over limit: %v", err)
 	}
-	garbled := Batch(sealBatch(kmsg.RecordBatch{Magic: 2, Attributes: int16(CodecGzip), NumRecords: 1,
+	garbled := Batch(testutil.SealBatch(kmsg.RecordBatch{Magic: 2, Attributes: int16(CodecGzip), NumRecords: 1,
 		Records: []byte("not gzip at all")}))
 	if err := c.DecodeRecords(garbled, 1<<20, func(*Record) error { return nil }); !errors.Is(err, kerr.CorruptMessage) {
 		t.Fatalf("garbled gzip: %v", err)
@@ -357,10 +360,10 @@ func TestDecodeRecordsCompressedErrors(t *testing.T) {
 func TestDecodeRecordsFranzGoCompressed(t *testing.T) {
 	c := NewCodecs()
 	recs := testRecords(40, 300)
-	payload := encodeRecords(recs)
+	payload := testutil.EncodeRecords(recs...)
 	for _, codec := range allCodecs[1:] {
 		comp, _ := kgoCompress(t, codec, payload)
-		raw := sealBatch(kmsg.RecordBatch{Magic: 2, Attributes: int16(codec), LastOffsetDelta: 39, NumRecords: 40,
+		raw := testutil.SealBatch(kmsg.RecordBatch{Magic: 2, Attributes: int16(codec), LastOffsetDelta: 39, NumRecords: 40,
 			ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, Records: comp})
 		if _, err := ValidateBatches(raw); err != nil {
 			t.Fatal(err)
@@ -371,7 +374,7 @@ func TestDecodeRecordsFranzGoCompressed(t *testing.T) {
 
 func kgoCompress(t *testing.T, codec Codec, src []byte) ([]byte, Codec) {
 	t.Helper()
-	comp, err := kgoDefaultCompressor(codec)
+	comp, err := testutil.KgoCompressor(int8(codec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,9 +396,9 @@ func FuzzValidateBatches(f *testing.F) {
 	f.Add(two, false)
 	f.Fuzz(func(t *testing.T, data []byte, seal bool) {
 		if seal && len(data) >= BatchHeaderLen {
-			data[offMagic] = 2
-			binary.BigEndian.PutUint32(data[offLength:], uint32(len(data)-batchLogOverhead))
-			binary.BigEndian.PutUint32(data[offCRC:], CRC32C(data[offAttributes:]))
+			data[recordbatch.OffMagic] = 2
+			binary.BigEndian.PutUint32(data[recordbatch.OffBatchLength:], uint32(len(data)-recordbatch.LogOverhead))
+			binary.BigEndian.PutUint32(data[recordbatch.OffCRC:], CRC32C(data[recordbatch.OffAttributes:]))
 		}
 		s, err := ValidateBatches(data)
 		if err != nil {

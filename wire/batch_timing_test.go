@@ -3,6 +3,8 @@ package wire
 import (
 	"fmt"
 	"testing"
+
+	"ringbroker/internal/testutil"
 )
 
 // BenchmarkValidateBatches validates record sets: one 16 KiB batch, and
@@ -28,7 +30,7 @@ func BenchmarkValidateBatches(b *testing.B) {
 
 // BenchmarkCRC32C checksums a 16 KiB batch body.
 func BenchmarkCRC32C(b *testing.B) {
-	buf := testPayload(16<<10, 1)
+	buf := testutil.Payload(16<<10, 1)
 	b.SetBytes(int64(len(buf)))
 	for b.Loop() {
 		CRC32C(buf)

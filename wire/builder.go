@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"ringbroker/internal/recordbatch"
 )
 
 // BatchHeader holds the header fields of a batch the broker writes itself
@@ -82,7 +84,7 @@ func (c *Codecs) AppendBatch(dst []byte, h BatchHeader, codec Codec, recs []Reco
 	dst = append(dst, 0, 0, 0, 0) // length, set below
 	dst = binary.BigEndian.AppendUint32(dst, uint32(h.PartitionLeaderEpoch))
 	dst = append(dst, 2, 0, 0, 0, 0) // magic, CRC set below
-	dst = binary.BigEndian.AppendUint16(dst, uint16(h.Attributes&^attrCodecMask|int16(codec)))
+	dst = binary.BigEndian.AppendUint16(dst, uint16(h.Attributes&^recordbatch.AttrCompression|int16(codec)))
 	dst = binary.BigEndian.AppendUint32(dst, uint32(recs[len(recs)-1].OffsetDelta))
 	dst = binary.BigEndian.AppendUint64(dst, uint64(h.FirstTimestamp))
 	dst = binary.BigEndian.AppendUint64(dst, uint64(h.MaxTimestamp))
@@ -112,7 +114,7 @@ func (c *Codecs) AppendBatch(dst []byte, h BatchHeader, codec Codec, recs []Reco
 		}
 	}
 	b := Batch(dst[start:])
-	binary.BigEndian.PutUint32(b[offLength:], uint32(len(b)-batchLogOverhead))
+	binary.BigEndian.PutUint32(b[recordbatch.OffBatchLength:], uint32(len(b)-recordbatch.LogOverhead))
 	b.updateCRC()
 	return dst, nil
 }
@@ -134,7 +136,7 @@ func (c *Codecs) AppendControlBatch(dst []byte, h BatchHeader, typ ControlType, 
 	binary.BigEndian.PutUint16(key[2:], uint16(typ))
 	var value [6]byte
 	binary.BigEndian.PutUint32(value[2:], uint32(coordinatorEpoch))
-	h.Attributes |= attrControl | attrTransactional
+	h.Attributes |= recordbatch.AttrControl | recordbatch.AttrTransactional
 	h.BaseSequence = -1
 	rec := [1]Record{{Key: key[:], Value: value[:]}}
 	return c.AppendBatch(dst, h, CodecNone, rec[:])

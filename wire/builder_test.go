@@ -8,6 +8,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/internal/recordbatch"
+	"ringbroker/internal/testutil"
 )
 
 // toRecords converts kmsg records to this package's Record.
@@ -29,7 +32,7 @@ func TestAppendRecordMatchesKmsg(t *testing.T) {
 	for _, r := range toRecords(krecs) {
 		got = AppendRecord(got, &r)
 	}
-	if !bytes.Equal(got, encodeRecords(krecs)) {
+	if !bytes.Equal(got, testutil.EncodeRecords(krecs...)) {
 		t.Fatal("record encoding differs from kmsg")
 	}
 }
@@ -37,7 +40,7 @@ func TestAppendRecordMatchesKmsg(t *testing.T) {
 func TestAppendBatchRoundTrip(t *testing.T) {
 	c := NewCodecs()
 	krecs := testRecords(12, 500)
-	h := BatchHeader{BaseOffset: 500, PartitionLeaderEpoch: 4, Attributes: attrTransactional | attrCodecMask,
+	h := BatchHeader{BaseOffset: 500, PartitionLeaderEpoch: 4, Attributes: recordbatch.AttrTransactional | recordbatch.AttrCompression,
 		FirstTimestamp: 1000, MaxTimestamp: 1033, ProducerID: 9, ProducerEpoch: 2, BaseSequence: 40}
 	for _, codec := range allCodecs {
 		t.Run(codec.String(), func(t *testing.T) {
@@ -55,7 +58,7 @@ func TestAppendBatchRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			if k.FirstOffset != 500 || k.PartitionLeaderEpoch != 4 || k.LastOffsetDelta != 11 || k.FirstTimestamp != 1000 ||
-				k.MaxTimestamp != 1033 || k.ProducerEpoch != 2 || k.FirstSequence != 40 || k.Attributes != int16(codec)|attrTransactional {
+				k.MaxTimestamp != 1033 || k.ProducerEpoch != 2 || k.FirstSequence != 40 || k.Attributes != int16(codec)|recordbatch.AttrTransactional {
 				t.Fatalf("kmsg sees %+v", k)
 			}
 			checkRecords(t, c, Batch(raw), krecs)

@@ -14,6 +14,11 @@ import (
 // the stream cannot be resynchronised.
 var ErrFrameTooLarge = errors.New("frame size out of range")
 
+// ErrStopFeed, returned by a FrameReader's emit, stops Feed after that
+// frame without an error: Feed reports the bytes consumed so far, and the
+// caller feeds the rest later (a connection at its in-flight limit).
+var ErrStopFeed = errors.New("stop feeding frames")
+
 // ErrTruncated reports input that ends before a field it must contain.
 var ErrTruncated = errors.New("truncated")
 

@@ -262,12 +262,12 @@ func TestFetchWriterWritev(t *testing.T) {
 	if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	r := NewFrameReader(0)
+	r := NewFrameReader(0, nil)
 	var got []byte
 	buf := make([]byte, 1000)
 	for got == nil {
 		n, err := conn.Read(buf)
-		if ferr := r.Feed(buf[:n], func(f []byte) error {
+		if _, ferr := r.Feed(buf[:n], func(f []byte) error {
 			got = bytes.Clone(f)
 			return nil
 		}); ferr != nil {

@@ -1,12 +1,13 @@
 package wire
 
 import (
-	"encoding/binary"
 	"fmt"
 	"testing"
 	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/internal/testutil"
 )
 
 // allCodecs lists every codec Kafka defines.
@@ -44,19 +45,6 @@ func testRecords(n, valueSize int) []kmsg.Record {
 	return recs
 }
 
-// encodeRecords encodes records with their correct length prefixes.
-func encodeRecords(recs []kmsg.Record) []byte {
-	var out []byte
-	for i := range recs {
-		r := recs[i]
-		r.Length = 0
-		body := r.AppendTo(nil)[1:] // varint(0) is one byte
-		r.Length = int32(len(body))
-		out = r.AppendTo(out)
-	}
-	return out
-}
-
 // batchSpec configures buildBatch.
 type batchSpec struct {
 	codec         Codec
@@ -72,7 +60,7 @@ type batchSpec struct {
 // compressing the payload with c, and fixes up length and CRC.
 func buildBatch(t testing.TB, c *Codecs, spec batchSpec, recs []kmsg.Record) []byte {
 	t.Helper()
-	payload := encodeRecords(recs)
+	payload := testutil.EncodeRecords(recs...)
 	if spec.codec != CodecNone {
 		var err error
 		payload, err = c.Compress(spec.codec, payload, nil)
@@ -80,7 +68,7 @@ func buildBatch(t testing.TB, c *Codecs, spec batchSpec, recs []kmsg.Record) []b
 			t.Fatalf("compress %s: %v", spec.codec, err)
 		}
 	}
-	return sealBatch(kmsg.RecordBatch{
+	return testutil.SealBatch(kmsg.RecordBatch{
 		FirstOffset:          spec.baseOffset,
 		PartitionLeaderEpoch: -1,
 		Magic:                2,
@@ -94,14 +82,6 @@ func buildBatch(t testing.TB, c *Codecs, spec batchSpec, recs []kmsg.Record) []b
 		NumRecords:           int32(len(recs)),
 		Records:              payload,
 	})
-}
-
-// sealBatch encodes rb and sets its length and CRC.
-func sealBatch(rb kmsg.RecordBatch) []byte {
-	b := rb.AppendTo(nil)
-	binary.BigEndian.PutUint32(b[offLength:], uint32(len(b)-batchLogOverhead))
-	binary.BigEndian.PutUint32(b[offCRC:], CRC32C(b[offAttributes:]))
-	return b
 }
 
 // plainSpec is an idempotent producer batch without compression.

@@ -1,8 +1,6 @@
 package wire
 
-import (
-	"testing"
-)
+import "testing"
 
 // BenchmarkDecodeProduce decodes a Produce v9 request carrying 16
 // partitions with one 16 KiB batch (21 records, 16 of them with a

@@ -1,8 +1,6 @@
 package wire
 
-import (
-	"testing"
-)
+import "testing"
 
 // BenchmarkDecodeRecords iterates the records of a 16-record batch per
 // codec, decompressing into a pooled buffer.

@@ -135,7 +135,7 @@ func (b *miniBroker) serve(c net.Conn) {
 	defer c.Close()
 	host, portStr, _ := net.SplitHostPort(b.ln.Addr().String())
 	port, _ := strconv.Atoi(portStr)
-	fr := NewFrameReader(0)
+	fr := NewFrameReader(0, nil)
 	buf := make([]byte, 4096)
 	var out []byte
 	for {
@@ -147,7 +147,7 @@ func (b *miniBroker) serve(c net.Conn) {
 			return
 		}
 		out = out[:0]
-		ferr := fr.Feed(buf[:n], func(frame []byte) error {
+		_, ferr := fr.Feed(buf[:n], func(frame []byte) error {
 			h, _, err := ParseRequestHeader(frame)
 			b.mu.Lock()
 			b.seen = append(b.seen, h)

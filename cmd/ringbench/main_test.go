@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"ringbroker/bench"
-	"ringbroker/bench/benchtest"
+	"ringbroker/internal/brokertest"
 )
 
 func TestParseInterleaved(t *testing.T) {
@@ -88,7 +88,7 @@ func TestUsageErrors(t *testing.T) {
 // TestRunCommand drives a short run through the CLI against a real
 // ringbroker process and checks the report and the JSON it writes.
 func TestRunCommand(t *testing.T) {
-	b := benchtest.Start(t, benchtest.Build(t, t.TempDir()), "auto")
+	b := brokertest.Start(t, brokertest.Build(t, t.TempDir()), "auto")
 	out := filepath.Join(t.TempDir(), "r.json")
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"run",

@@ -4,53 +4,24 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"runtime"
 	"testing"
 
 	"github.com/klauspost/compress/s2"
 	"github.com/twmb/franz-go/pkg/kgo"
-)
 
-// testPayload returns n bytes mixing text and noise, so every codec both
-// compresses and has literal runs.
-func testPayload(n int, seed uint64) []byte {
-	rng := rand.New(rand.NewPCG(seed, 1))
-	b := make([]byte, n)
-	for i := range b {
-		if i%64 < 48 {
-			b[i] = "the quick brown fox "[i%20]
-		} else {
-			b[i] = byte(rng.Uint32())
-		}
-	}
-	return b
-}
+	"ringbroker/internal/testutil"
+)
 
 // allCodecs lists every codec, None first.
 var allCodecs = []Codec{None, Gzip, Snappy, LZ4, Zstd}
-
-// kgoCodec maps our codec to franz-go's, for cross-checking.
-func kgoCodec(c Codec) kgo.CompressionCodec {
-	switch c {
-	case Gzip:
-		return kgo.GzipCompression()
-	case Snappy:
-		return kgo.SnappyCompression()
-	case LZ4:
-		return kgo.Lz4Compression()
-	case Zstd:
-		return kgo.ZstdCompression()
-	}
-	return kgo.NoCompression()
-}
 
 func TestCodecRoundTrip(t *testing.T) {
 	c := New()
 	for _, codec := range allCodecs {
 		for _, n := range []int{0, 1, 1000, xerialBlockSize, 200 << 10} {
 			t.Run(fmt.Sprintf("%s/%d", codec, n), func(t *testing.T) {
-				src := testPayload(n, uint64(n))
+				src := testutil.Payload(n, uint64(n))
 				comp, err := c.Compress(codec, src, []byte("pre"))
 				if err != nil {
 					t.Fatal(err)
@@ -82,7 +53,7 @@ func TestCodecFranzGoInterop(t *testing.T) {
 	dec := kgo.DefaultDecompressor()
 	for _, codec := range allCodecs[1:] {
 		t.Run(codec.String(), func(t *testing.T) {
-			src := testPayload(100<<10, 3)
+			src := testutil.Payload(100<<10, 3)
 			ours, err := c.Compress(codec, src, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -91,7 +62,7 @@ func TestCodecFranzGoInterop(t *testing.T) {
 			if err != nil || !bytes.Equal(got, src) {
 				t.Fatalf("franz-go decoding ours: err=%v equal=%v", err, bytes.Equal(got, src))
 			}
-			comp, err := kgoDefaultCompressor(codec)
+			comp, err := testutil.KgoCompressor(int8(codec))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,7 +80,7 @@ func TestCodecFranzGoInterop(t *testing.T) {
 
 func TestSnappyFraming(t *testing.T) {
 	c := New()
-	src := testPayload(3*xerialBlockSize+5, 9)
+	src := testutil.Payload(3*xerialBlockSize+5, 9)
 	x, err := c.Compress(Snappy, src, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -138,12 +109,12 @@ func TestSnappyFraming(t *testing.T) {
 
 func TestDecompressGarbage(t *testing.T) {
 	c := New()
-	garbage := testPayload(4096, 5)
+	garbage := testutil.Payload(4096, 5)
 	for _, codec := range allCodecs[1:] {
 		if _, err := c.Decompress(codec, garbage, nil, 1<<20); err == nil {
 			t.Errorf("%s: garbage decoded", codec)
 		}
-		comp, _ := c.Compress(codec, testPayload(5000, 1), nil)
+		comp, _ := c.Compress(codec, testutil.Payload(5000, 1), nil)
 		if _, err := c.Decompress(codec, comp[:len(comp)/2], nil, 1<<20); err == nil {
 			t.Errorf("%s: truncated input decoded", codec)
 		}
@@ -193,7 +164,7 @@ func TestDecompressBomb(t *testing.T) {
 func FuzzDecompress(f *testing.F) {
 	c := New()
 	for _, codec := range allCodecs {
-		comp, _ := c.Compress(codec, testPayload(3000, 2), nil)
+		comp, _ := c.Compress(codec, testutil.Payload(3000, 2), nil)
 		f.Add(uint8(codec), comp)
 	}
 	f.Add(uint8(Snappy), s2.EncodeSnappy(nil, []byte("raw snappy block")))
@@ -206,16 +177,11 @@ func FuzzDecompress(f *testing.F) {
 	})
 }
 
-// kgoDefaultCompressor returns franz-go's compressor for codec.
-func kgoDefaultCompressor(codec Codec) (kgo.Compressor, error) {
-	return kgo.DefaultCompressor(kgoCodec(codec))
-}
-
 // TestCodecsConcurrent shares one Codecs between goroutines, as cores
 // share it in the broker; run with -race.
 func TestCodecsConcurrent(t *testing.T) {
 	c := New()
-	src := testPayload(20000, 4)
+	src := testutil.Payload(20000, 4)
 	errs := make(chan error, 4)
 	for g := range 4 {
 		go func() {

@@ -2,12 +2,14 @@ package codec
 
 import (
 	"testing"
+
+	"ringbroker/internal/testutil"
 )
 
 // BenchmarkCompress compresses 64 KiB of mixed data per codec.
 func BenchmarkCompress(b *testing.B) {
 	c := New()
-	src := testPayload(64<<10, 1)
+	src := testutil.Payload(64<<10, 1)
 	for _, codec := range allCodecs[1:] {
 		b.Run(codec.String(), func(b *testing.B) {
 			var dst []byte

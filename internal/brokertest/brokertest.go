@@ -1,9 +1,10 @@
-// Package benchtest starts a real ringbroker process for the tests of the load
-// generator: bench and cmd/ringbench are tested against the broker they are
-// built to measure, over real sockets and files, not against a stand-in. It
-// builds ./cmd/ringbroker into a temp directory and runs it on a free loopback
-// port with a temp log directory and no metrics endpoint.
-package benchtest
+// Package brokertest starts real ringbroker processes for the tests that need one: the load
+// generator's (bench, cmd/ringbench), tested against the broker they are built to measure, and
+// the end-to-end suite (e2e), which also uses its readiness check, free ports and log tails.
+// Everything runs over real sockets and files, not against a stand-in. Build compiles
+// ./cmd/ringbroker into a temp directory; Start runs it on a free loopback port with a temp log
+// directory and no metrics endpoint.
+package brokertest
 
 import (
 	"context"

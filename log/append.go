@@ -1,0 +1,248 @@
+package log
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"ringbroker/internal/crc32c"
+	"ringbroker/internal/recordbatch"
+)
+
+// AppendResult describes a successful Append.
+type AppendResult struct {
+	// BaseOffset and LastOffset are the offsets of the first and last record written (for a
+	// duplicate, those of the original batch).
+	BaseOffset, LastOffset int64
+	// LogAppendTime is the broker time stamped into the batches with Config.LogAppendTime,
+	// else -1.
+	LogAppendTime int64
+	// LogStartOffset is the log start offset after the append.
+	LogStartOffset int64
+	// Duplicate says the batch repeated one of its producer's last five; nothing was written.
+	Duplicate bool
+}
+
+// Append assigns offsets to the record batches in records, which the caller has already
+// validated (magic, CRC): it rewrites each batch's baseOffset and partitionLeaderEpoch in place
+// (both lie outside the CRC), checks idempotent producer sequences and writes the bytes as
+// received to the active segment, rolling it first when needed. One append runs at a time.
+//
+// A batch repeating one of its producer's last five returns Duplicate with the original
+// offsets and writes nothing. Errors wrap ErrCorruptBatch, ErrRecordTooLarge,
+// ErrRecordListTooLarge, ErrOutOfOrderSequence, ErrInvalidProducerEpoch or ErrClosed, or
+// report an I/O failure.
+func (l *Log) Append(records []byte) (AppendResult, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.closed:
+		return AppendResult{}, fmt.Errorf("append to %s: %w", l.dir, ErrClosed)
+	case l.failed != nil:
+		return AppendResult{}, fmt.Errorf("append to %s: log failed earlier: %w", l.dir, l.failed)
+	case len(records) == 0:
+		return AppendResult{}, fmt.Errorf("append to %s: %w: no batches", l.dir, ErrCorruptBatch)
+	case int64(len(records)) > l.cfg.SegmentBytes:
+		return AppendResult{}, fmt.Errorf("append to %s: %w: %d bytes, segment.bytes=%d",
+			l.dir, ErrRecordListTooLarge, len(records), l.cfg.SegmentBytes)
+	}
+	appendTime := int64(-1)
+	if l.cfg.LogAppendTime {
+		appendTime = l.opts.Now().UnixMilli()
+	}
+	res, maxTs, err := l.stage(records, appendTime)
+	if err != nil || res.Duplicate {
+		l.producers.discard()
+		return res, err
+	}
+	if err := l.maybeRoll(int64(len(records)), maxTs, res.LastOffset); err != nil {
+		l.producers.discard()
+		return AppendResult{}, err
+	}
+	s := l.active
+	pos := s.size.Load()
+	if err := l.reserveIndexes(s); err != nil {
+		l.producers.discard()
+		return AppendResult{}, err
+	}
+	l.stamp(records, appendTime)
+	if err := l.write(s, records, pos); err != nil {
+		l.producers.discard()
+		return AppendResult{}, err
+	}
+	var nrec int64
+	for i := range l.hdrs {
+		h := &l.hdrs[i]
+		s.noteBatch(pos, h.size(), h.lastOffset(), h.maxTimestamp, int64(l.cfg.IndexIntervalBytes), true)
+		pos += h.size()
+		nrec += int64(h.numRecords)
+	}
+	l.producers.commit()
+	s.dirty.Store(true)
+	// The log end offset first, then the size: a reader that loads the size and then the log
+	// end offset knows every batch within that size lies below it (segment.read).
+	l.leo.Store(res.LastOffset + 1)
+	s.size.Store(pos)
+	l.size.Add(int64(len(records)))
+	if l.epochs.assignIfNewer(l.leaderEpoch, res.BaseOffset) {
+		l.epochsDirty = true
+		if err := l.writeEpochs(); err != nil {
+			l.logger.Warn("leader-epoch checkpoint not written", "err", err)
+		}
+	}
+	l.unflushed += max(nrec, 1)
+	if l.unflushed >= l.cfg.FlushMessages {
+		l.unflushed = 0
+		if err := l.flushUpTo(res.LastOffset + 1); err != nil {
+			return res, fmt.Errorf("append to %s: written at offsets %d..%d but not flushed: %w", l.dir, res.BaseOffset, res.LastOffset, err)
+		}
+	}
+	res.LogStartOffset = l.logStart.Load()
+	return res, nil
+}
+
+// stage parses the batches of records into l.hdrs with their future offsets, and checks them
+// against the limits and the producer state (staging its changes). It returns the offsets, the
+// largest timestamp the batches will carry and, for a duplicate, the original offsets.
+func (l *Log) stage(records []byte, appendTime int64) (res AppendResult, maxTs int64, err error) {
+	l.hdrs = l.hdrs[:0]
+	next := l.leo.Load()
+	res = AppendResult{BaseOffset: next, LogAppendTime: appendTime}
+	maxTs = -1
+	for pos := 0; pos < len(records); {
+		h, err := checkBatch(records[pos:], false)
+		if err != nil {
+			return AppendResult{}, 0, fmt.Errorf("append to %s: %w: batch %d at byte %d: %v", l.dir, ErrCorruptBatch, len(l.hdrs), pos, err)
+		}
+		if h.size() > int64(l.cfg.MaxMessageBytes) {
+			return AppendResult{}, 0, fmt.Errorf("append to %s: %w: batch %d is %d bytes, max.message.bytes=%d",
+				l.dir, ErrRecordTooLarge, len(l.hdrs), h.size(), l.cfg.MaxMessageBytes)
+		}
+		h.baseOffset = next
+		if h.producerID >= 0 {
+			dup, isDup, err := l.producers.check(&h, next, h.lastOffset())
+			if err != nil {
+				return AppendResult{}, 0, fmt.Errorf("append to %s: %w", l.dir, err)
+			}
+			if isDup {
+				return AppendResult{BaseOffset: dup.firstOffset, LastOffset: dup.lastOffset, LogAppendTime: -1,
+					LogStartOffset: l.logStart.Load(), Duplicate: true}, 0, nil
+			}
+		}
+		if appendTime >= 0 {
+			h.maxTimestamp = appendTime
+		}
+		maxTs = max(maxTs, h.maxTimestamp)
+		l.hdrs = append(l.hdrs, h)
+		next = h.lastOffset() + 1
+		pos += int(h.size())
+	}
+	res.LastOffset = next - 1
+	return res, maxTs, nil
+}
+
+// stamp rewrites the staged batches in place: base offset and leader epoch, and for
+// LogAppendTime the timestamp type, maxTimestamp and CRC.
+func (l *Log) stamp(records []byte, appendTime int64) {
+	be := binary.BigEndian
+	var pos int64
+	for i := range l.hdrs {
+		h := &l.hdrs[i]
+		b := records[pos : pos+h.size()]
+		be.PutUint64(b[recordbatch.OffBaseOffset:], uint64(h.baseOffset))
+		be.PutUint32(b[recordbatch.OffLeaderEpoch:], uint32(l.leaderEpoch))
+		if appendTime >= 0 {
+			h.attributes |= recordbatch.AttrLogAppendTime
+			be.PutUint16(b[recordbatch.OffAttributes:], uint16(h.attributes))
+			be.PutUint64(b[recordbatch.OffMaxTimestamp:], uint64(appendTime))
+			be.PutUint32(b[recordbatch.OffCRC:], crc32c.Checksum(b[recordbatch.OffAttributes:]))
+		}
+		pos += h.size()
+	}
+}
+
+// reserveIndexes allocates the index blocks the staged batches may write (plus the time
+// index's final entry), so a full disk fails the append instead of faulting on the mapping.
+func (l *Log) reserveIndexes(s *segment) error {
+	n := int64(len(l.hdrs))
+	if err := errors.Join(s.offIdx.ensure(s.offIdx.n.Load()+n), s.timIdx.ensure(s.timIdx.n.Load()+n+1)); err != nil {
+		return fmt.Errorf("append to %s: %w", l.dir, err)
+	}
+	return nil
+}
+
+// write puts b at pos in s. A failed write is undone by truncating back to pos; if that fails
+// too the log refuses further appends.
+func (l *Log) write(s *segment, b []byte, pos int64) error {
+	_, err := l.writeAt(s.f, b, pos)
+	if err == nil {
+		return nil
+	}
+	err = fmt.Errorf("write %d bytes to %s at %d: %w", len(b), s.path, pos, err)
+	if terr := s.f.Truncate(pos); terr != nil {
+		l.failed = errors.Join(err, fmt.Errorf("undo by truncating to %d: %w", pos, terr))
+		l.logger.Error("log failed: a write could not be undone; appends refused until reopen", "err", l.failed)
+		return l.failed
+	}
+	return err
+}
+
+// maybeRoll starts a new segment when the active one is not empty and the append of n bytes
+// would pass segment.bytes, an index is full, the offsets would not fit 32-bit relative
+// offsets, or segment.ms has passed (measured on batch timestamps as Kafka does, or on the
+// clock before the segment has one).
+func (l *Log) maybeRoll(n, maxTs, lastOffset int64) error {
+	s := l.active
+	size := s.size.Load()
+	if size == 0 {
+		return nil
+	}
+	var reason string
+	switch {
+	case size+n > l.cfg.SegmentBytes:
+		reason = "size"
+	case s.offIdx.offsetFull() || s.timIdx.timeFull():
+		reason = "index full"
+	case lastOffset-s.base > math.MaxInt32:
+		reason = "relative offset"
+	case size+n > int64(len(s.data)):
+		reason = "mapping" // segment.bytes grew after the segment was mapped
+	case l.cfg.SegmentMs > 0 && s.firstTs >= 0 && maxTs-s.firstTs > l.cfg.SegmentMs.Milliseconds():
+		reason = "segment.ms"
+	case l.cfg.SegmentMs > 0 && s.firstTs < 0 && l.opts.Now().Sub(s.created) > l.cfg.SegmentMs:
+		reason = "segment.ms"
+	default:
+		return nil
+	}
+	return l.roll(reason)
+}
+
+// roll makes a new active segment at the log end offset and flushes the old one in the
+// background, as Kafka does, advancing the recovery point.
+func (l *Log) roll(reason string) error {
+	old := l.active
+	base := l.leo.Load()
+	s, err := createSegment(l.dir, base, &l.cfg, l.logger, l.opts.Now())
+	if err != nil {
+		return fmt.Errorf("roll %s: %w", l.dir, err)
+	}
+	if err := old.deactivate(); err != nil {
+		l.logger.Warn("finishing indexes of rolled segment", "segment", old.path, "err", err)
+	}
+	segs := *l.segs.Load()
+	next := make([]*segment, len(segs), len(segs)+1)
+	copy(next, segs)
+	next = append(next, s)
+	l.segs.Store(&next)
+	l.active = s
+	l.takeSnapshot(base)
+	l.dirDirty.Store(true)
+	l.logger.Debug("rolled segment", "reason", reason, "base_offset", base, "previous_bytes", old.size.Load())
+	l.flushes.Go(func() {
+		if err := l.flushUpTo(base); err != nil {
+			l.logger.Warn("flush of rolled segment", "upto", base, "err", err)
+		}
+	})
+	return nil
+}
