@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"ringbroker/internal/testutil"
 )
 
 // TestRaftStoreLearner adds a learner to a 3-voter quorum after the voters compacted their
@@ -31,7 +33,7 @@ func TestRaftStoreLearner(t *testing.T) {
 		return s
 	}
 	l := open()
-	waitFor(t, 10*time.Second, "the learner to catch up", func() bool { return len(l.Image().Topics) == 6 })
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("the learner to catch up", func() bool { return len(l.Image().Topics) == 6 }))
 	if l.restores.Load() == 0 {
 		t.Fatal("the learner caught up without installing a snapshot")
 	}
@@ -39,7 +41,7 @@ func TestRaftStoreLearner(t *testing.T) {
 		t.Fatalf("commit through the learner: %v", err)
 	}
 	for id, s := range q.stores {
-		waitFor(t, 5*time.Second, fmt.Sprintf("voter %d to see the learner's topic", id), func() bool { return s.Image().Topics["from-learner"] != nil })
+		testutil.WaitFor(t, 5*time.Second, testutil.Holds(fmt.Sprintf("voter %d to see the learner's topic", id), func() bool { return s.Image().Topics["from-learner"] != nil }))
 	}
 	lead = q.leader()
 	if err := l.Heartbeat(9, NewUUID()); err != nil {
@@ -65,9 +67,9 @@ func TestRaftStoreLearner(t *testing.T) {
 	}
 	l = open()
 	defer l.Close()
-	waitFor(t, 10*time.Second, "the restarted learner to catch up", func() bool { return l.Image().Topics["while-down"] != nil })
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("the restarted learner to catch up", func() bool { return l.Image().Topics["while-down"] != nil }))
 	if _, err := q.stores[lead].Commit(topicRecords("after-restart", 1)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the restarted learner to follow", func() bool { return l.Image().Topics["after-restart"] != nil })
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("the restarted learner to follow", func() bool { return l.Image().Topics["after-restart"] != nil }))
 }

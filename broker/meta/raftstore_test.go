@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"ringbroker/internal/testutil"
 )
 
 // freeAddrs reserves n loopback addresses for controller listeners.
@@ -70,7 +72,7 @@ func (q *quorum) start(id int32) *RaftStore {
 func (q *quorum) leader() int32 {
 	q.t.Helper()
 	var l int32 = -1
-	waitFor(q.t, 10*time.Second, "a leader", func() bool {
+	testutil.WaitFor(q.t, 10*time.Second, testutil.Holds("a leader", func() bool {
 		for id, s := range q.stores {
 			if s.IsLeader() {
 				l = id
@@ -78,20 +80,8 @@ func (q *quorum) leader() int32 {
 			}
 		}
 		return false
-	})
+	}))
 	return l
-}
-
-// waitFor polls cond every 10ms for at most d.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func topicRecords(name string, parts int) []Record {
@@ -118,7 +108,7 @@ func TestRaftStoreCommitOnEveryNode(t *testing.T) {
 		}
 	}
 	for id, s := range q.stores {
-		waitFor(t, 5*time.Second, fmt.Sprintf("node %d to see 3 topics", id), func() bool { return len(s.Image().Topics) == 3 })
+		testutil.WaitFor(t, 5*time.Second, testutil.Holds(fmt.Sprintf("node %d to see 3 topics", id), func() bool { return len(s.Image().Topics) == 3 }))
 	}
 	// A record that does not apply is refused, wherever it is committed.
 	for id, s := range q.stores {
@@ -156,7 +146,7 @@ func TestRaftStoreConcurrentDuplicateCreatesOneWins(t *testing.T) {
 	}
 	var want UUID
 	for id, s := range q.stores {
-		waitFor(t, 5*time.Second, fmt.Sprintf("node %d to see the topic", id), func() bool { return s.Image().Topics["same"] != nil })
+		testutil.WaitFor(t, 5*time.Second, testutil.Holds(fmt.Sprintf("node %d to see the topic", id), func() bool { return s.Image().Topics["same"] != nil }))
 		got := s.Image().Topics["same"].ID
 		if want.IsZero() {
 			want = got
@@ -192,7 +182,7 @@ func TestRaftStoreLeaderLossAndSnapshotCatchUp(t *testing.T) {
 	// snapshot and then follows.
 	back := q.start(first)
 	want := len(q.stores[second].Image().Topics)
-	waitFor(t, 10*time.Second, "the restarted node to catch up", func() bool { return len(back.Image().Topics) == want })
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("the restarted node to catch up", func() bool { return len(back.Image().Topics) == want }))
 	if back.restores.Load() == 0 {
 		t.Fatal("restarted node caught up without installing a snapshot")
 	}
@@ -200,7 +190,7 @@ func TestRaftStoreLeaderLossAndSnapshotCatchUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	for id, s := range q.stores {
-		waitFor(t, 5*time.Second, fmt.Sprintf("node %d to see the last topic", id), func() bool { return s.Image().Topics["last"] != nil })
+		testutil.WaitFor(t, 5*time.Second, testutil.Holds(fmt.Sprintf("node %d to see the last topic", id), func() bool { return s.Image().Topics["last"] != nil }))
 	}
 }
 

@@ -4,12 +4,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 
+	"ringbroker/internal/crc32c"
+	"ringbroker/internal/fsutil"
 	"ringbroker/raft"
 )
 
@@ -81,13 +82,8 @@ func upgradeOneFileLog(dir string, voters []uint64, clusterID string, logger *sl
 	if err := os.Remove(path); err != nil {
 		return fmt.Errorf("upgrade one-file metadata log: remove %s: %w", path, err)
 	}
-	d, err := os.Open(dir)
-	if err == nil {
-		err = d.Sync()
-		d.Close()
-	}
-	if err != nil {
-		return fmt.Errorf("upgrade one-file metadata log: sync %s: %w", dir, err)
+	if err := fsutil.SyncDir(dir); err != nil {
+		return fmt.Errorf("upgrade one-file metadata log: %w", err)
 	}
 	logger.Info("upgraded the one-file metadata log to a one-voter Raft log", "dir", dir,
 		"entries", len(payloads), "topics", len(im.Topics), "brokers", len(im.Brokers))
@@ -99,7 +95,6 @@ func upgradeOneFileLog(dir string, voters []uint64, clusterID string, logger *sl
 // leaves one at the tail.
 func parseOneFileLog(b []byte) ([][]byte, int) {
 	var out [][]byte
-	castagnoli := crc32.MakeTable(crc32.Castagnoli)
 	off := 0
 	for len(b)-off >= 8 {
 		n := binary.BigEndian.Uint32(b[off:])
@@ -107,7 +102,7 @@ func parseOneFileLog(b []byte) ([][]byte, int) {
 			break
 		}
 		p := b[off+8 : off+8+int(n)]
-		if crc32.Checksum(p, castagnoli) != binary.BigEndian.Uint32(b[off+4:]) {
+		if crc32c.Checksum(p) != binary.BigEndian.Uint32(b[off+4:]) {
 			break
 		}
 		out = append(out, p)
