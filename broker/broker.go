@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,16 +27,14 @@ import (
 	"ringbroker/wire"
 )
 
-// metadataDirName is where the metadata log lives inside the first log dir, as KRaft's
-// __cluster_metadata-0.
-const metadataDirName = "__cluster_metadata-0"
-
 // Broker is one ringbroker node: on a single node both broker and controller.
 type Broker struct {
 	cfg    Config
 	logger *slog.Logger
-	meta   meta.Store
-	apis   *apiTable
+	// meta is the metadata log: this node's voter (or, broker-only, learner) of the quorum,
+	// which on a single node is this node alone.
+	meta *meta.RaftStore
+	apis *apiTable
 
 	// controllerMu serialises controller decisions (validate, then commit) so two CreateTopics
 	// cannot both pass validation for the same name.
@@ -74,9 +71,8 @@ type Broker struct {
 	// partition's recovery point. It is used while opening the partitions found at start.
 	startup startupState
 
-	// Cluster mode only (cluster.go): this node's quorum voter (also b.meta), the signal of
-	// a new image, this process's registration id, and whether a heartbeat is in flight.
-	quorum       *meta.RaftStore
+	// The signal of a new image, this process's registration id, and whether a heartbeat is
+	// in flight (controller.go).
 	imageChanged chan struct{}
 	incarnation  meta.UUID
 	heartbeating atomic.Bool
@@ -131,7 +127,7 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 	if _, err := raiseNoFileLimit(logger); err != nil {
 		logger.Warn("open-file limit unchanged", "err", err)
 	}
-	voters, err := b.setupCluster()
+	voters, err := b.setupQuorum()
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +140,7 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	ml, err := b.openMetaStore(clusterID, voters)
+	ml, err := b.openMetadata(clusterID, voters)
 	if err != nil {
 		return nil, err
 	}
@@ -243,10 +239,8 @@ func (b *Broker) Start() error {
 			return err
 		}
 	}
-	if b.quorum != nil {
-		b.bg.Add(1)
-		go b.clusterLoop()
-	}
+	b.bg.Add(1)
+	go b.controllerLoop()
 	if b.cfg.MetricsListen != "" {
 		ln, err := net.Listen("tcp", b.cfg.MetricsListen)
 		if err != nil {
@@ -274,8 +268,8 @@ func (b *Broker) Start() error {
 // Addr is the bound address of the first listener; on a controller-only node, which serves
 // no clients, the controller listener's.
 func (b *Broker) Addr() net.Addr {
-	if len(b.servers) == 0 && b.quorum != nil {
-		return b.quorum.ListenAddr()
+	if len(b.servers) == 0 {
+		return b.meta.ListenAddr()
 	}
 	return b.servers[0].Addr()
 }
@@ -299,17 +293,10 @@ func (b *Broker) advertised() Listener {
 	return l
 }
 
-// registerSelf records this broker's advertised endpoint in the metadata log when it changed.
+// registerSelf records this broker's advertised endpoint and incarnation in the metadata log.
 func (b *Broker) registerSelf() error {
 	adv := b.advertised()
-	cur, ok := b.meta.Image().Brokers[b.cfg.NodeID]
-	if ok && cur.Host == adv.Host && int(cur.Port) == adv.Port && b.quorum == nil {
-		return nil
-	}
-	rec := meta.Record{Type: meta.TypeBroker, NodeID: b.cfg.NodeID, Host: adv.Host, Port: int32(adv.Port)}
-	if b.quorum != nil {
-		rec.Incarnation = b.incarnation
-	}
+	rec := meta.Record{Type: meta.TypeBroker, NodeID: b.cfg.NodeID, Host: adv.Host, Port: int32(adv.Port), Incarnation: b.incarnation}
 	_, err := b.meta.Commit([]meta.Record{rec})
 	if err != nil {
 		return fmt.Errorf("register broker %d: %w", b.cfg.NodeID, err)
@@ -427,47 +414,4 @@ func (b *Broker) backgroundLoop() {
 			}
 		}
 	}
-}
-
-// ensureMetaProperties reads or writes Kafka's meta.properties in dir (the storage format step,
-// done by itself on a single node) and returns the cluster id.
-func ensureMetaProperties(dir string, nodeID int32, want string) (string, error) {
-	path := filepath.Join(dir, "meta.properties")
-	data, err := os.ReadFile(path)
-	if err == nil {
-		props := map[string]string{}
-		for _, line := range strings.Split(string(data), "\n") {
-			if k, v, ok := cutProperty(strings.TrimSpace(line)); ok && !strings.HasPrefix(line, "#") {
-				props[k] = v
-			}
-		}
-		if id := props["node.id"]; id != strconv.Itoa(int(nodeID)) {
-			return "", fmt.Errorf("%s belongs to node.id %s, not %d", path, id, nodeID)
-		}
-		cid := props["cluster.id"]
-		if want != "" && cid != want {
-			return "", fmt.Errorf("%s has cluster.id %s, config says %s", path, cid, want)
-		}
-		if cid == "" {
-			return "", fmt.Errorf("%s has no cluster.id", path)
-		}
-		return cid, nil
-	}
-	if !os.IsNotExist(err) {
-		return "", fmt.Errorf("read %s: %w", path, err)
-	}
-	cid := want
-	if cid == "" {
-		cid = meta.NewUUID().String()
-	}
-	content := fmt.Sprintf("#\n#%s\nnode.id=%d\nversion=1\ncluster.id=%s\ndirectory.id=%s\n",
-		time.Now().UTC().Format(time.RFC1123), nodeID, cid, meta.NewUUID())
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
-		return "", fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return "", fmt.Errorf("rename %s: %w", tmp, err)
-	}
-	return cid, nil
 }

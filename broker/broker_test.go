@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -201,30 +202,79 @@ func TestTopicsSurviveRestart(t *testing.T) {
 	}
 	b2 := startBroker(t, "netpoll", dir)
 	adm2 := kadm.NewClient(newClient(t, b2))
-	rcs, err := adm2.DescribeTopicConfigs(ctx, "keep")
+	if cfgs := topicConfigs(t, adm2, "keep"); cfgs["retention.ms"] != "123456" {
+		t.Fatalf("retention.ms override lost: %v", cfgs)
+	}
+	if parts, total := endOffsets(t, adm2, "keep"); parts != 2 || total != 2 {
+		t.Fatalf("after restart %d partitions with end offsets summing to %d, want 2 and 2", parts, total)
+	}
+}
+
+// topicConfigs returns the configs DescribeConfigs shows for topic, by name.
+func topicConfigs(t *testing.T, adm *kadm.Client, topic string) map[string]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc, err := rcs.On("keep", nil)
+	rc, err := rcs.On(topic, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	found := false
+	out := map[string]string{}
 	for _, c := range rc.Configs {
-		if c.Key == "retention.ms" && c.MaybeValue() == "123456" {
-			found = true
-		}
+		out[c.Key] = c.MaybeValue()
 	}
-	if !found {
-		t.Fatalf("retention.ms override lost: %+v", rc.Configs)
-	}
-	offs, err := adm2.ListEndOffsets(ctx, "keep")
+	return out
+}
+
+// endOffsets returns the number of partitions of topic and the sum of their end offsets.
+func endOffsets(t *testing.T, adm *kadm.Client, topic string) (int, int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	offs, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var total int64
 	offs.Each(func(o kadm.ListedOffset) { total += o.Offset })
-	if total != 2 {
-		t.Fatalf("after restart end offsets sum %d, want 2", total)
+	return len(offs[topic]), total
+}
+
+// TestOpenOneFileLogDataDir starts a single node on a copy of the data dir that ringbroker left
+// before a single node became a one-voter quorum (testdata/v0-single-node, written at commit
+// 5156026 with the one-file metadata log): its topics, configs and records are all there, it
+// takes new writes, and it starts again on the upgraded dir.
+func TestOpenOneFileLogDataDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("testdata", "v0-single-node"))); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for start := range 2 {
+		b := startBroker(t, "netpoll", dir)
+		if got := b.meta.Image().ClusterID; got != "RfmwV6U2f9uKpvXJEm7POQ" {
+			t.Fatalf("start %d: cluster id %s, want the one in meta.properties", start, got)
+		}
+		adm := kadm.NewClient(newClient(t, b))
+		if parts, total := endOffsets(t, adm, "orders"); parts != 4 || total != int64(10+start) {
+			t.Fatalf("start %d: orders has %d partitions holding %d records, want 4 holding %d", start, parts, total, 10+start)
+		}
+		if cfgs := topicConfigs(t, adm, "orders"); cfgs["cleanup.policy"] != "compact" || cfgs["retention.ms"] != "3600000" {
+			t.Fatalf("start %d: orders has configs %v", start, cfgs)
+		}
+		if start == 0 {
+			cl := newClient(t, b, kgo.DefaultProduceTopic("orders"))
+			if err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte("new"), Value: []byte("v1")}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := b.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -1,224 +1,135 @@
 package broker
 
 import (
-	"fmt"
-	"strings"
-
-	"github.com/twmb/franz-go/pkg/kerr"
+	"sort"
+	"time"
 
 	"ringbroker/broker/meta"
 )
 
-// topicSpec is a topic to create, as asked by CreateTopics or by auto-creation.
-type topicSpec struct {
-	name       string
-	partitions int32 // -1: num.partitions
-	rf         int16 // -1: default.replication.factor
-	assignment map[int32][]int32
-	configs    map[string]*string
-	// internal marks the broker's own topics (__consumer_offsets), which may use settings not
-	// open to clients yet and names clients may not create.
-	internal bool
-}
-
-// topicResult is the outcome of creating one topic.
-type topicResult struct {
-	err     *kerr.Error
-	message string
-	topic   *meta.Topic
-}
-
-// maxTopicNameLen is Kafka's limit on topic names.
-const maxTopicNameLen = 249
-
-// validateTopicName applies Kafka's Topic.validate rules.
-func validateTopicName(name string) string {
-	switch {
-	case name == "":
-		return "Topic name is illegal, it can't be empty"
-	case name == "." || name == "..":
-		return "Topic name cannot be \".\" or \"..\""
-	case len(name) > maxTopicNameLen:
-		return fmt.Sprintf("Topic name is illegal, it can't be longer than %d characters, topic name: %s", maxTopicNameLen, name)
+// sortedBrokers returns the registered brokers by node id.
+func sortedBrokers(im *meta.Image) []meta.Broker {
+	out := make([]meta.Broker, 0, len(im.Brokers))
+	for _, br := range im.Brokers {
+		out = append(out, br)
 	}
-	for _, c := range name {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Sprintf("Topic name %q is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'", name)
-		}
-	}
-	return ""
-}
-
-// collisionName maps '.' to '_', as Kafka does to detect topics whose metric names collide.
-func collisionName(name string) string { return strings.ReplaceAll(name, ".", "_") }
-
-// planTopic validates spec against image im and returns the records that create it.
-func (b *Broker) planTopic(im *meta.Image, spec topicSpec) ([]meta.Record, topicResult) {
-	fail := func(e *kerr.Error, msg string) ([]meta.Record, topicResult) {
-		return nil, topicResult{err: e, message: msg}
-	}
-	if msg := validateTopicName(spec.name); msg != "" {
-		return fail(kerr.InvalidTopicException, msg)
-	}
-	if isInternalTopic(spec.name) && !spec.internal {
-		return fail(kerr.InvalidRequest, fmt.Sprintf("Creation of internal topic %s is prohibited.", spec.name))
-	}
-	if _, ok := im.Topics[spec.name]; ok {
-		return fail(kerr.TopicAlreadyExists, fmt.Sprintf("Topic '%s' already exists.", spec.name))
-	}
-	for n := range im.Topics {
-		if collisionName(n) == collisionName(spec.name) {
-			return fail(kerr.InvalidTopicException, fmt.Sprintf("Topic '%s' collides with existing topic: %s", spec.name, n))
-		}
-	}
-	brokers := len(im.Brokers)
-	if brokers == 0 {
-		brokers = 1
-	}
-	var assignment [][]int32
-	if len(spec.assignment) > 0 {
-		if spec.partitions != -1 || spec.rf != -1 {
-			return fail(kerr.InvalidRequest, "Both numPartitions or replicationFactor and replicasAssignment were set. Both cannot be used at the same time.")
-		}
-		assignment = make([][]int32, len(spec.assignment))
-		for p, reps := range spec.assignment {
-			if p < 0 || int(p) >= len(spec.assignment) {
-				return fail(kerr.InvalidReplicaAssignment, "partitions should be a consecutive 0-based integer sequence")
-			}
-			if msg := b.checkReplicas(im, reps); msg != "" {
-				return fail(kerr.InvalidReplicaAssignment, msg)
-			}
-			assignment[p] = reps
-		}
-	} else {
-		np, rf := spec.partitions, spec.rf
-		if np == -1 {
-			np = b.cfg.NumPartitions
-		}
-		if rf == -1 {
-			rf = b.cfg.DefaultReplication
-		}
-		if np <= 0 {
-			return fail(kerr.InvalidPartitions, "Number of partitions must be larger than 0.")
-		}
-		if rf <= 0 {
-			return fail(kerr.InvalidReplicationFactor, "Replication factor must be larger than 0.")
-		}
-		if int(rf) > brokers {
-			return fail(kerr.InvalidReplicationFactor, fmt.Sprintf("Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only %d broker(s) are registered.", rf, rf, brokers))
-		}
-		if rf > 1 {
-			return fail(kerr.InvalidReplicationFactor, fmt.Sprintf("Replication factor %d is not supported: ringbroker does not replicate partition data yet, so every partition has one replica; use replication factor 1.", rf))
-		}
-		assignment = b.placeReplicas(im, np)
-	}
-	for k, v := range spec.configs {
-		if v == nil {
-			return fail(kerr.InvalidConfig, fmt.Sprintf("Null value not supported for topic configs: %s", k))
-		}
-		validate := b.validateTopicConfigValue
-		if spec.internal {
-			validate = func(k, v string) error { return validateTopicConfig(k, v) }
-		}
-		if err := validate(k, *v); err != nil {
-			return fail(kerr.InvalidConfig, err.Error())
-		}
-	}
-	id := meta.NewUUID()
-	recs := []meta.Record{{Type: meta.TypeTopic, TopicName: spec.name, TopicID: id}}
-	for p, reps := range assignment {
-		recs = append(recs, meta.Record{Type: meta.TypePartition, TopicID: id, Partition: int32(p),
-			Replicas: reps, ISR: reps, Leader: reps[0]})
-	}
-	for k, v := range spec.configs {
-		val := *v
-		recs = append(recs, meta.Record{Type: meta.TypeConfig, TopicID: id, ConfigKey: k, ConfigValue: &val})
-	}
-	t := &meta.Topic{Name: spec.name, ID: id, Configs: map[string]string{}}
-	for p, reps := range assignment {
-		t.Partitions = append(t.Partitions, meta.Partition{Index: int32(p), Leader: reps[0], Replicas: reps, ISR: reps})
-	}
-	for k, v := range spec.configs {
-		t.Configs[k] = *v
-	}
-	return recs, topicResult{topic: t}
-}
-
-// checkReplicas validates a manual replica list for one partition.
-func (b *Broker) checkReplicas(im *meta.Image, reps []int32) string {
-	if len(reps) == 0 {
-		return "The manual partition assignment includes a partition with no replicas."
-	}
-	seen := map[int32]bool{}
-	for _, r := range reps {
-		if seen[r] {
-			return fmt.Sprintf("The manual partition assignment includes the broker %d more than once.", r)
-		}
-		seen[r] = true
-		if _, ok := im.Brokers[r]; !ok && r != b.cfg.NodeID {
-			return fmt.Sprintf("The manual partition assignment includes broker %d, but no such broker is registered.", r)
-		}
-	}
-	if len(reps) > 1 {
-		return "Replication factors above 1 need data replication, which this version of ringbroker does not have yet."
-	}
-	return ""
-}
-
-// validateTopicConfigValue checks a topic config; settings ringbroker cannot honour yet are
-// refused rather than accepted and ignored.
-func (b *Broker) validateTopicConfigValue(k, v string) error {
-	if err := validateTopicConfig(k, v); err != nil {
-		return err
-	}
-	switch {
-	case k == "compression.type" && v != "producer":
-		return fmt.Errorf("compression.type=%s needs broker-side recompression, which ringbroker does not do yet; only 'producer' is supported", v)
-	case k == "remote.storage.enable" && strings.EqualFold(v, "true"):
-		return fmt.Errorf("tiered storage is not supported by ringbroker")
-	case k == "preallocate" && strings.EqualFold(v, "true"):
-		return fmt.Errorf("preallocate=true (segment file preallocation) is not implemented in ringbroker yet")
-	}
-	return nil
-}
-
-// createTopics validates and commits specs; each topic commits on its own, as Kafka reports
-// each topic's result separately. validateOnly checks without committing.
-func (b *Broker) createTopics(specs []topicSpec, validateOnly bool) []topicResult {
-	b.controllerMu.Lock()
-	defer b.controllerMu.Unlock()
-	out := make([]topicResult, len(specs))
-	for i, spec := range specs {
-		im := b.meta.Image()
-		recs, res := b.planTopic(im, spec)
-		if res.err != nil || validateOnly {
-			out[i] = res
-			continue
-		}
-		if _, err := b.meta.Commit(recs); err != nil {
-			out[i] = topicResult{err: kerr.UnknownServerError, message: err.Error()}
-			continue
-		}
-		out[i] = res
-	}
-	if !validateOnly {
-		if err := b.syncPartitions(); err != nil {
-			b.logger.Error("open partitions of new topics", "err", err)
-			for i := range out {
-				if out[i].err == nil {
-					out[i] = topicResult{err: kerr.KafkaStorageError, message: err.Error()}
-				}
-			}
-		}
-	}
+	sort.Slice(out, func(i, j int) bool { return out[i].NodeID < out[j].NodeID })
 	return out
 }
 
-// commitAndSync commits metadata records under the controller lock and brings the open logs in
-// line with the new image.
-func (b *Broker) commitAndSync(recs []meta.Record) error {
-	if _, err := b.meta.Commit(recs); err != nil {
-		return err
+// controllerLoop runs while the broker is up: it brings the open logs in line with every new
+// image, heartbeats to the active controller, and, while this node is the active controller,
+// fences and unfences brokers.
+func (b *Broker) controllerLoop() {
+	defer b.bg.Done()
+	hb := time.NewTicker(b.cfg.BrokerHeartbeatInterval)
+	defer hb.Stop()
+	check := time.NewTicker(b.cfg.BrokerHeartbeatInterval / 2)
+	defer check.Stop()
+	var leaderSince time.Time
+	// registered holds when this controller first saw each registration: a registration is
+	// as good as a heartbeat.
+	registered := map[meta.UUID]time.Time{}
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-b.imageChanged:
+			if err := b.syncPartitions(); err != nil {
+				b.logger.Error("open partitions for the new metadata image", "err", err)
+			}
+			if err := b.loadOffsetsPartitions(); err != nil {
+				b.logger.Error("load offsets partitions", "err", err)
+			}
+		case <-hb.C:
+			if b.cfg.hasRole("broker") {
+				go b.heartbeat()
+			}
+		case <-check.C:
+			if !b.meta.IsLeader() {
+				if !leaderSince.IsZero() {
+					b.logger.Info("no longer the active controller", "node", b.cfg.NodeID)
+				}
+				leaderSince = time.Time{}
+				continue
+			}
+			now := time.Now()
+			if leaderSince.IsZero() {
+				b.logger.Info("became the active controller", "node", b.cfg.NodeID)
+				leaderSince = now
+				b.meta.ResetHeartbeats()
+			}
+			im := b.meta.Image()
+			hbs := b.meta.Heartbeats()
+			for _, br := range im.Brokers {
+				if _, ok := registered[br.Incarnation]; !ok {
+					registered[br.Incarnation] = now
+				}
+				if hb, ok := hbs[br.NodeID]; !ok || registered[br.Incarnation].After(hb.At) {
+					hbs[br.NodeID] = meta.Heartbeat{Incarnation: br.Incarnation, At: registered[br.Incarnation]}
+				}
+			}
+			if b.cfg.hasRole("broker") {
+				// The controller runs, so the broker of its own process is alive: a late tick
+				// (a long stall of this process) must not fence it.
+				hbs[b.cfg.NodeID] = meta.Heartbeat{Incarnation: b.incarnation, At: now}
+			}
+			recs := fenceRecords(im, hbs, leaderSince, now, b.cfg.BrokerSessionTimeout)
+			if len(recs) == 0 {
+				continue
+			}
+			if _, err := b.meta.Commit(recs); err != nil {
+				b.logger.Warn("commit broker fencing", "err", err)
+			}
+		}
 	}
-	return b.syncPartitions()
+}
+
+// heartbeat tells the active controller this broker is alive.
+func (b *Broker) heartbeat() {
+	if !b.heartbeating.CompareAndSwap(false, true) {
+		return
+	}
+	defer b.heartbeating.Store(false)
+	if err := b.meta.Heartbeat(b.cfg.NodeID, b.incarnation); err != nil {
+		b.logger.Warn("broker heartbeat", "err", err)
+	}
+}
+
+// fenceRecords is the active controller's decision: fence the unfenced brokers not heard from
+// (with their registered incarnation) for sessionTimeout, unfence fenced ones heard from again,
+// and move each partition's leadership to its first unfenced replica, or to -1 (offline) when
+// none is. A broker's silence is counted from when this controller began leading at the
+// earliest, as heartbeats went to the previous leader before.
+func fenceRecords(im *meta.Image, hbs map[int32]meta.Heartbeat, leaderSince, now time.Time, sessionTimeout time.Duration) []meta.Record {
+	var recs []meta.Record
+	fenced := map[int32]bool{}
+	for _, br := range sortedBrokers(im) {
+		last := leaderSince
+		if hb, ok := hbs[br.NodeID]; ok && hb.Incarnation == br.Incarnation && hb.At.After(last) {
+			last = hb.At
+		}
+		alive := now.Sub(last) < sessionTimeout
+		if alive == br.Fenced {
+			recs = append(recs, meta.Record{Type: meta.TypeFence, NodeID: br.NodeID, Fenced: !alive})
+		}
+		fenced[br.NodeID] = !alive
+	}
+	for _, name := range im.SortedTopicNames() {
+		t := im.Topics[name]
+		for _, p := range t.Partitions {
+			leader := int32(-1)
+			for _, r := range p.Replicas {
+				if up, ok := fenced[r]; ok && !up {
+					leader = r
+					break
+				}
+			}
+			if leader != p.Leader {
+				recs = append(recs, meta.Record{Type: meta.TypePartition, TopicID: t.ID, Partition: p.Index,
+					Replicas: p.Replicas, ISR: p.ISR, Leader: leader, LeaderEpoch: p.LeaderEpoch + 1})
+			}
+		}
+	}
+	return recs
 }

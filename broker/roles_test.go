@@ -108,7 +108,7 @@ func TestProcessRoles(t *testing.T) {
 			t.Fatalf("node %d's image registers the controller-only node 3 as a broker", id)
 		}
 	}
-	if nodes[4].quorum.IsLeader() {
+	if nodes[4].meta.IsLeader() {
 		t.Fatal("the learner leads the quorum")
 	}
 

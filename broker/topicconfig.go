@@ -6,53 +6,51 @@ import (
 	"strings"
 )
 
-// topicConfigKind is how a topic config value is checked.
-type topicConfigKind int8
-
-const (
-	kindLong topicConfigKind = iota
-	kindInt
-	kindBool
-	kindDouble
-	kindString
-	kindList
-)
-
 // topicConfigDef is one topic-level config: its Kafka name, the broker key that sets its default,
 // its type, and the allowed values where Kafka restricts them.
 type topicConfigDef struct {
 	name      string
 	brokerKey string
-	kind      topicConfigKind
+	kind      configKind
 	min       int64
 	allowed   []string
-	dflt      func(c *Config) string
+	// dflt gives the default; nil means the current value of brokerKey (brokerConfigDefs).
+	dflt func(c *Config) string
+}
+
+// defaultValue is the value of the config for a topic without an override.
+func (d topicConfigDef) defaultValue(c *Config) string {
+	if d.dflt != nil {
+		return d.dflt(c)
+	}
+	bd, _ := lookupBrokerConfig(d.brokerKey)
+	return bd.get(c)
 }
 
 func constDefault(v string) func(*Config) string { return func(*Config) string { return v } }
 
 // topicConfigDefs lists the topic configs Kafka 4.x describes, with Kafka's defaults.
 var topicConfigDefs = []topicConfigDef{
-	{name: "cleanup.policy", brokerKey: "log.cleanup.policy", kind: kindList, allowed: []string{"delete", "compact"}, dflt: func(c *Config) string { return c.CleanupPolicy }},
-	{name: "compression.type", brokerKey: "compression.type", kind: kindString, allowed: []string{"uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"}, dflt: func(c *Config) string { return c.CompressionType }},
+	{name: "cleanup.policy", brokerKey: "log.cleanup.policy", kind: kindList, allowed: []string{"delete", "compact"}},
+	{name: "compression.type", brokerKey: "compression.type", kind: kindString, allowed: []string{"uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"}},
 	{name: "compression.gzip.level", brokerKey: "compression.gzip.level", kind: kindInt, min: -1, dflt: constDefault("-1")},
 	{name: "compression.lz4.level", brokerKey: "compression.lz4.level", kind: kindInt, min: 1, dflt: constDefault("9")},
 	{name: "compression.zstd.level", brokerKey: "compression.zstd.level", kind: kindInt, min: -131072, dflt: constDefault("3")},
 	{name: "delete.retention.ms", brokerKey: "log.cleaner.delete.retention.ms", kind: kindLong, dflt: constDefault("86400000")},
 	{name: "file.delete.delay.ms", brokerKey: "log.segment.delete.delay.ms", kind: kindLong, dflt: constDefault("60000")},
-	{name: "flush.messages", brokerKey: "log.flush.interval.messages", kind: kindLong, min: 1, dflt: func(c *Config) string { return strconv.FormatInt(c.FlushMessages, 10) }},
+	{name: "flush.messages", brokerKey: "log.flush.interval.messages", kind: kindLong, min: 1},
 	{name: "flush.ms", brokerKey: "log.flush.interval.ms", kind: kindLong, dflt: func(c *Config) string {
 		if c.FlushInterval == 0 {
 			return "9223372036854775807"
 		}
 		return strconv.FormatInt(c.FlushInterval.Milliseconds(), 10)
 	}},
-	{name: "flush.group.commit", brokerKey: "log.flush.group.commit", kind: kindBool, dflt: func(c *Config) string { return strconv.FormatBool(c.FlushGroupCommit) }},
-	{name: "index.interval.bytes", brokerKey: "log.index.interval.bytes", kind: kindInt, dflt: func(c *Config) string { return strconv.Itoa(c.IndexIntervalBytes) }},
+	{name: "flush.group.commit", brokerKey: "log.flush.group.commit", kind: kindBool},
+	{name: "index.interval.bytes", brokerKey: "log.index.interval.bytes", kind: kindInt},
 	{name: "local.retention.bytes", brokerKey: "log.local.retention.bytes", kind: kindLong, min: -2, dflt: constDefault("-2")},
 	{name: "local.retention.ms", brokerKey: "log.local.retention.ms", kind: kindLong, min: -2, dflt: constDefault("-2")},
 	{name: "max.compaction.lag.ms", brokerKey: "log.cleaner.max.compaction.lag.ms", kind: kindLong, min: 1, dflt: constDefault("9223372036854775807")},
-	{name: "max.message.bytes", brokerKey: "message.max.bytes", kind: kindInt, dflt: func(c *Config) string { return strconv.Itoa(int(c.MessageMaxBytes)) }},
+	{name: "max.message.bytes", brokerKey: "message.max.bytes", kind: kindInt},
 	{name: "message.timestamp.after.max.ms", brokerKey: "log.message.timestamp.after.max.ms", kind: kindLong, dflt: constDefault("3600000")},
 	{name: "message.timestamp.before.max.ms", brokerKey: "log.message.timestamp.before.max.ms", kind: kindLong, dflt: constDefault("9223372036854775807")},
 	{name: "message.timestamp.type", brokerKey: "log.message.timestamp.type", kind: kindString, allowed: []string{"CreateTime", "LogAppendTime"}, dflt: constDefault("CreateTime")},
@@ -61,12 +59,12 @@ var topicConfigDefs = []topicConfigDef{
 	{name: "min.insync.replicas", brokerKey: "min.insync.replicas", kind: kindInt, min: 1, dflt: constDefault("1")},
 	{name: "preallocate", brokerKey: "log.preallocate", kind: kindBool, dflt: constDefault("false")},
 	{name: "remote.storage.enable", brokerKey: "", kind: kindBool, dflt: constDefault("false")},
-	{name: "retention.bytes", brokerKey: "log.retention.bytes", kind: kindLong, min: -1, dflt: func(c *Config) string { return strconv.FormatInt(c.RetentionBytes, 10) }},
-	{name: "retention.ms", brokerKey: "log.retention.ms", kind: kindLong, min: -1, dflt: func(c *Config) string { return strconv.FormatInt(c.RetentionMs, 10) }},
-	{name: "segment.bytes", brokerKey: "log.segment.bytes", kind: kindInt, min: 14, dflt: func(c *Config) string { return strconv.FormatInt(c.SegmentBytes, 10) }},
-	{name: "segment.index.bytes", brokerKey: "log.index.size.max.bytes", kind: kindInt, min: 4, dflt: func(c *Config) string { return strconv.Itoa(c.MaxIndexBytes) }},
+	{name: "retention.bytes", brokerKey: "log.retention.bytes", kind: kindLong, min: -1},
+	{name: "retention.ms", brokerKey: "log.retention.ms", kind: kindLong, min: -1},
+	{name: "segment.bytes", brokerKey: "log.segment.bytes", kind: kindInt, min: 14},
+	{name: "segment.index.bytes", brokerKey: "log.index.size.max.bytes", kind: kindInt, min: 4},
 	{name: "segment.jitter.ms", brokerKey: "log.roll.jitter.ms", kind: kindLong, dflt: constDefault("0")},
-	{name: "segment.ms", brokerKey: "log.roll.ms", kind: kindLong, min: 1, dflt: func(c *Config) string { return strconv.FormatInt(c.SegmentMs.Milliseconds(), 10) }},
+	{name: "segment.ms", brokerKey: "log.roll.ms", kind: kindLong, min: 1},
 	{name: "unclean.leader.election.enable", brokerKey: "unclean.leader.election.enable", kind: kindBool, dflt: constDefault("false")},
 }
 
@@ -140,5 +138,5 @@ func (c *Config) effectiveTopicConfig(overrides map[string]string, name string) 
 	if !ok {
 		return "", false
 	}
-	return d.dflt(c), false
+	return d.defaultValue(c), false
 }

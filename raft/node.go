@@ -27,7 +27,8 @@ func (e *NotLeaderError) Error() string {
 	return fmt.Sprintf("raft: not the leader (leader is %d)", e.Leader)
 }
 
-// StateMachine is what the log is for. The Node calls it from its own goroutine, in log order.
+// StateMachine is what the log is for. The Node calls it from one goroutine at a time (its own,
+// or a proposer's that drives it; see Node), in log order.
 type StateMachine interface {
 	// Apply applies one committed normal entry with data (empty no-ops are not passed).
 	Apply(e Entry) error
@@ -70,8 +71,14 @@ type NodeConfig struct {
 	Logger *slog.Logger
 }
 
-// Node runs a core with its DiskStorage, Transport and ticker on one goroutine. Its methods
-// are safe for concurrent use.
+// Node runs a core with its DiskStorage, Transport and ticker. Its methods are safe for
+// concurrent use.
+//
+// One goroutine at a time drives the core, holding mu: the node's own goroutine, for ticks,
+// messages and queued proposals, or a proposer that finds the node idle. That proposer steps
+// its proposal and handles the Ready itself (persist, send, apply) instead of queueing it,
+// which saves the two goroutine handoffs of a round trip through the queue; on a quorum of
+// one voter its entry is then committed and applied when Propose returns from the fsync.
 type Node struct {
 	cfg       NodeConfig
 	logger    *slog.Logger
@@ -84,12 +91,23 @@ type Node struct {
 	stopc chan struct{}
 	done  chan struct{}
 
-	// synced is the hard state last made durable with an fsync (node goroutine only).
+	// mu is held by the goroutine that drives the core; it guards the fields up to halted.
+	mu sync.Mutex
+	r  *Raft
+	// pending are the proposals appended and not yet committed, by index.
+	pending map[uint64]*proposal
+	batch   []*proposal
+	// snapIndex is the index of the last snapshot taken or installed.
+	snapIndex uint64
+	// synced is the hard state last made durable with an fsync.
 	synced HardState
+	// halted is set when the node stops or fails: nothing drives the core afterwards.
+	halted bool
+	// err is why the node stopped; set under mu before done closes.
+	err error
 
 	lead  atomic.Uint64
 	state atomic.Uint32
-	err   error // set before done closes
 
 	stopOnce sync.Once
 }
@@ -148,8 +166,11 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, logger: logger, storage: storage,
 		recvc: make(chan Message, 4096), propc: make(chan *proposal, 4096), funcc: make(chan func(*Raft)),
-		stopc: make(chan struct{}), done: make(chan struct{})}
-	n.synced = st.HardState
+		stopc: make(chan struct{}), done: make(chan struct{}),
+		r: r, pending: map[uint64]*proposal{}, batch: make([]*proposal, 0, cfg.MaxBatch), synced: st.HardState}
+	if s := r.Snapshot(); s != nil {
+		n.snapIndex = s.Meta.Index
+	}
 	n.transport, err = NewTransport(TransportConfig{ID: cfg.ID, Listen: cfg.Listen, Listener: cfg.Listener, Logger: logger, Recv: n.recv})
 	if err != nil {
 		storage.Close()
@@ -159,7 +180,7 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 		n.transport.AddPeer(id, addr)
 	}
 	n.learnAddrs(st.Entries)
-	go n.run(r)
+	go n.run()
 	return n, nil
 }
 
@@ -215,12 +236,26 @@ func (n *Node) ProposeConfChange(ctx context.Context, cc ConfChange) (uint64, er
 
 func (n *Node) propose(ctx context.Context, e Entry) (uint64, error) {
 	p := &proposal{ent: e, done: make(chan error, 1)}
-	select {
-	case n.propc <- p:
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	case <-n.done:
-		return 0, ErrStopped
+	if n.mu.TryLock() {
+		// The node is idle: drive it, with whatever else was queued meanwhile.
+		if n.halted {
+			n.mu.Unlock()
+			return 0, ErrStopped
+		}
+		n.stepProposals(n.drainProposals(p))
+		ok := n.persist()
+		n.mu.Unlock()
+		if !ok {
+			n.stopOnce.Do(func() { close(n.stopc) })
+		}
+	} else {
+		select {
+		case n.propc <- p:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-n.done:
+			return 0, ErrStopped
+		}
 	}
 	select {
 	case err := <-p.done:
@@ -232,7 +267,7 @@ func (n *Node) propose(ctx context.Context, e Entry) (uint64, error) {
 	}
 }
 
-// do runs f on the node's goroutine.
+// do runs f on the node's goroutine, which holds mu while it does.
 func (n *Node) do(ctx context.Context, f func(*Raft)) error {
 	ran := make(chan struct{})
 	select {
@@ -287,80 +322,114 @@ func (n *Node) Stop() error {
 	return n.err
 }
 
-func (n *Node) run(r *Raft) {
+func (n *Node) run() {
 	ticker := time.NewTicker(n.cfg.TickInterval)
-	pending := map[uint64]*proposal{}
-	var snapIndex uint64
-	if s := r.Snapshot(); s != nil {
-		snapIndex = s.Meta.Index
-	}
-	fail := func(err error) {
-		for i, p := range pending {
-			p.done <- err
-			delete(pending, i)
-		}
-	}
 	defer func() {
 		ticker.Stop()
-		fail(ErrStopped)
-		if err := n.transport.Close(); err != nil && n.err == nil {
+		n.mu.Lock()
+		n.halted = true
+		if n.err == nil {
+			n.err = ErrStopped
+		}
+		n.failPending(ErrStopped)
+		if err := n.transport.Close(); err != nil && errors.Is(n.err, ErrStopped) {
 			n.err = err
 		}
-		if err := n.storage.Close(); err != nil && n.err == nil {
+		if err := n.storage.Close(); err != nil && errors.Is(n.err, ErrStopped) {
 			n.err = err
 		}
+		n.mu.Unlock()
 		close(n.done)
 	}()
-	batch := make([]*proposal, 0, n.cfg.MaxBatch)
-	for {
+	r := n.r
+	n.mu.Lock()
+	// The only voter of its configuration campaigns at once: nobody else can win, and waiting
+	// for an election timeout would only delay the first commit.
+	if cs := r.conf(); len(cs.Voters) == 1 && cs.Voters[0] == n.cfg.ID {
+		r.Step(Message{Type: MsgHup})
+	}
+	ok := n.persist()
+	n.mu.Unlock()
+	for ok {
 		select {
 		case <-n.stopc:
-			n.err = ErrStopped
 			return
 		case <-ticker.C:
+			n.mu.Lock()
 			r.Tick()
 		case m := <-n.recvc:
-			if err := r.Step(m); err != nil && !errors.Is(err, ErrProposalDropped) {
-				n.logger.Debug("raft node: message refused", "msg", m.String(), "err", err)
-			}
+			n.mu.Lock()
+			n.step(m)
 		case f := <-n.funcc:
+			n.mu.Lock()
 			f(r)
 		case p := <-n.propc:
-			batch = append(batch[:0], p)
-		drain:
-			for len(batch) < n.cfg.MaxBatch {
-				select {
-				case p := <-n.propc:
-					batch = append(batch, p)
-				default:
-					break drain
-				}
-			}
-			n.stepProposals(r, batch, pending)
+			n.mu.Lock()
+			n.stepProposals(n.drainProposals(p))
 		}
 		// Step whatever else already arrived, so that one Ready (and one fsync) covers it.
 	more:
 		for range 1024 {
 			select {
 			case m := <-n.recvc:
-				if err := r.Step(m); err != nil && !errors.Is(err, ErrProposalDropped) {
-					n.logger.Debug("raft node: message refused", "msg", m.String(), "err", err)
-				}
+				n.step(m)
 			default:
 				break more
 			}
 		}
-		for r.HasReady() {
-			if err := n.handleReady(r, r.Ready(), pending, fail, &snapIndex); err != nil {
-				n.logger.Error("raft node: stopping", "err", err)
-				n.err = err
-				return
-			}
-		}
+		ok = n.persist()
+		n.mu.Unlock()
 	}
 }
 
-func (n *Node) stepProposals(r *Raft, batch []*proposal, pending map[uint64]*proposal) {
+// step steps a message from a peer (mu held).
+func (n *Node) step(m Message) {
+	if err := n.r.Step(m); err != nil && !errors.Is(err, ErrProposalDropped) {
+		n.logger.Debug("raft node: message refused", "msg", m.String(), "err", err)
+	}
+}
+
+// drainProposals returns p and the proposals queued behind it, up to MaxBatch (mu held).
+func (n *Node) drainProposals(p *proposal) []*proposal {
+	batch := append(n.batch[:0], p)
+	for len(batch) < n.cfg.MaxBatch {
+		select {
+		case p := <-n.propc:
+			batch = append(batch, p)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// persist handles every Ready the core has (mu held). It reports false when the node failed
+// and must stop; the error is in n.err.
+func (n *Node) persist() bool {
+	if n.halted {
+		return false
+	}
+	for n.r.HasReady() {
+		if err := n.handleReady(n.r.Ready()); err != nil {
+			n.logger.Error("raft node: stopping", "err", err)
+			n.err, n.halted = err, true
+			return false
+		}
+	}
+	return true
+}
+
+// failPending answers every pending proposal with err (mu held).
+func (n *Node) failPending(err error) {
+	for i, p := range n.pending {
+		p.done <- err
+		delete(n.pending, i)
+	}
+}
+
+// stepProposals appends a batch of proposals on the leader (mu held).
+func (n *Node) stepProposals(batch []*proposal) {
+	r := n.r
 	if r.state != StateLeader {
 		for _, p := range batch {
 			p.done <- &NotLeaderError{Leader: r.lead}
@@ -388,15 +457,15 @@ func (n *Node) stepProposals(r *Raft, batch []*proposal, pending map[uint64]*pro
 			first := r.log.lastIndex() - uint64(len(ents)) + 1
 			for i, p := range batch[start:end] {
 				p.index, p.term = first+uint64(i), r.term
-				pending[p.index] = p
+				n.pending[p.index] = p
 			}
 		}
 		start = end
 	}
 }
 
-// handleReady follows the order rule: persist, send, apply.
-func (n *Node) handleReady(r *Raft, rd Ready, pending map[uint64]*proposal, fail func(error), snapIndex *uint64) error {
+// handleReady follows the order rule: persist, send, apply (mu held).
+func (n *Node) handleReady(rd Ready) error {
 	if rd.Snapshot != nil {
 		if err := n.storage.InstallSnapshot(rd.Snapshot); err != nil {
 			return err
@@ -417,7 +486,7 @@ func (n *Node) handleReady(r *Raft, rd Ready, pending map[uint64]*proposal, fail
 		n.lead.Store(rd.SoftState.Lead)
 		n.state.Store(uint32(rd.SoftState.State))
 		if rd.SoftState.State != StateLeader {
-			fail(ErrLeadershipLost)
+			n.failPending(ErrLeadershipLost)
 		}
 	}
 	n.transport.Send(rd.Messages)
@@ -425,7 +494,7 @@ func (n *Node) handleReady(r *Raft, rd Ready, pending map[uint64]*proposal, fail
 		if err := n.cfg.StateMachine.Restore(rd.Snapshot.Data); err != nil {
 			return fmt.Errorf("raft node %d: restore snapshot at %d: %w", n.cfg.ID, rd.Snapshot.Meta.Index, err)
 		}
-		*snapIndex = rd.Snapshot.Meta.Index
+		n.snapIndex = rd.Snapshot.Meta.Index
 	}
 	for _, e := range rd.CommittedEntries {
 		switch {
@@ -438,8 +507,8 @@ func (n *Node) handleReady(r *Raft, rd Ready, pending map[uint64]*proposal, fail
 				return fmt.Errorf("raft node %d: apply entry %d: %w", n.cfg.ID, e.Index, err)
 			}
 		}
-		if p := pending[e.Index]; p != nil {
-			delete(pending, e.Index)
+		if p := n.pending[e.Index]; p != nil {
+			delete(n.pending, e.Index)
 			if p.term == e.Term {
 				p.done <- nil
 			} else {
@@ -448,19 +517,19 @@ func (n *Node) handleReady(r *Raft, rd Ready, pending map[uint64]*proposal, fail
 		}
 	}
 	if k := len(rd.CommittedEntries); k > 0 {
-		if applied := rd.CommittedEntries[k-1].Index; applied-*snapIndex >= n.cfg.SnapshotEntries {
+		if applied := rd.CommittedEntries[k-1].Index; applied-n.snapIndex >= n.cfg.SnapshotEntries {
 			data, err := n.cfg.StateMachine.Snapshot()
 			if err != nil {
 				return fmt.Errorf("raft node %d: snapshot at %d: %w", n.cfg.ID, applied, err)
 			}
-			snap, err := r.Compact(applied, data)
+			snap, err := n.r.Compact(applied, data)
 			if err != nil {
 				return err
 			}
 			if err := n.storage.SaveSnapshot(snap); err != nil {
 				return err
 			}
-			*snapIndex = applied
+			n.snapIndex = applied
 		}
 	}
 	return nil

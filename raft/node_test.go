@@ -297,3 +297,30 @@ func TestNodeMembershipChange(t *testing.T) {
 	c.proposeAll("b", 10)
 	c.converged(20)
 }
+
+// TestNodeSoleVoterLeadsAtOnce starts a node that is its configuration's only voter with a
+// tick too slow to ever time out an election: it must lead at start, and again after a restart
+// from its log, without a tick.
+func TestNodeSoleVoterLeadsAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	for i, voters := range [][]uint64{{1}, nil} {
+		sm := &listSM{}
+		n, err := StartNode(NodeConfig{ID: 1, Dir: dir, Listen: "127.0.0.1:0", Voters: voters,
+			TickInterval: time.Hour, StateMachine: sm})
+		if err != nil {
+			t.Fatal(err)
+		}
+		testutil.WaitFor(t, 5*time.Second, testutil.Holds("the sole voter to lead", n.IsLeader))
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if _, err := n.Propose(ctx, []byte(fmt.Sprint("start-", i))); err != nil {
+			t.Fatalf("start %d: propose: %v", i, err)
+		}
+		cancel()
+		if got := sm.list(); len(got) != i+1 {
+			t.Fatalf("start %d: applied %v, want %d entries", i, got, i+1)
+		}
+		if err := n.Stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,7 +1,3 @@
-// Package meta holds the cluster metadata: the records that change it, the immutable image they
-// build, and the log that orders them. Every change of cluster state is a record appended to the
-// metadata log and applied to a new image that replaces the old one atomically; readers never
-// lock. On a single node the log has one voter; the Raft issue puts a quorum under the same path.
 package meta
 
 import (

@@ -74,7 +74,9 @@ func run(args []string) error {
 		return err
 	}
 	if *io != "" {
-		cfg.IO = *io
+		if err := cfg.Set("io.backend", *io); err != nil {
+			return fmt.Errorf("--io: %w", err)
+		}
 	}
 
 	b, err := broker.New(cfg, logger)

@@ -2,27 +2,16 @@ package broker
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"ringbroker/broker/meta"
 )
-
-// sortedBrokers returns the registered brokers by node id.
-func sortedBrokers(im *meta.Image) []meta.Broker {
-	out := make([]meta.Broker, 0, len(im.Brokers))
-	for _, br := range im.Brokers {
-		out = append(out, br)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].NodeID < out[j].NodeID })
-	return out
-}
 
 // A cluster (KRaft's model): every node named in controller.quorum.voters runs a Raft voter of
 // the metadata log on its CONTROLLER listener (broker/meta.RaftStore). Each broker registers
@@ -32,8 +21,9 @@ func sortedBrokers(im *meta.Image) []meta.Broker {
 // (process.roles=controller) is a voter with no client listener that neither registers nor
 // heartbeats; a broker-only node (process.roles=broker) is not a voter and follows the log as
 // a Raft learner (a KRaft observer), forwarding its commits and heartbeats to the active
-// controller. Without controller.quorum.voters a node is the single voter of a one-file log,
-// as before.
+// controller. Without controller.quorum.voters a node is the sole voter of its own quorum, on
+// the same path: it needs no controller listener, as it has nobody to talk to, and formats its
+// log dir by itself.
 
 // checkProcessRoles validates process.roles: broker, controller, or both (as Kafka).
 func checkProcessRoles(roles []string) error {
@@ -53,23 +43,19 @@ func (c *Config) hasRole(role string) bool {
 	return len(c.ProcessRoles) == 0 || slices.Contains(c.ProcessRoles, role)
 }
 
-// clusterMode reports whether the config names a controller quorum.
-func (c *Config) clusterMode() bool {
-	return c.QuorumVoters != "" || len(c.QuorumBootstrapServers) > 0
-}
-
-// setupCluster validates the cluster keys and splits the controller listener off the client
-// listeners. It returns the quorum's voters, or nil on a single node.
-func (b *Broker) setupCluster() (map[int32]string, error) {
+// setupQuorum validates the cluster keys and splits the controller listener off the client
+// listeners. It returns the quorum's voters with their controller listener addresses; without
+// controller.quorum.voters, this node alone with no address (no controller listener).
+func (b *Broker) setupQuorum() (map[int32]string, error) {
 	c := &b.cfg
-	if !c.clusterMode() {
+	if c.QuorumVoters == "" && len(c.QuorumBootstrapServers) == 0 {
 		if !c.hasRole("broker") || !c.hasRole("controller") {
 			return nil, fmt.Errorf("process.roles=%s needs controller.quorum.voters: only a combined node runs alone", strings.Join(c.ProcessRoles, ","))
 		}
 		if len(c.ControllerListenerNames) > 0 {
 			return nil, fmt.Errorf("controller.listener.names is set but controller.quorum.voters is not")
 		}
-		return nil, nil
+		return map[int32]string{c.NodeID: ""}, nil
 	}
 	if c.QuorumVoters == "" {
 		return nil, fmt.Errorf("controller.quorum.bootstrap.servers without controller.quorum.voters: dynamic quorums (KIP-853) are not supported yet; list the voters in controller.quorum.voters")
@@ -158,13 +144,11 @@ func (c *Config) learnerListen() string {
 	return net.JoinHostPort(c.Listeners[0].Host, "0")
 }
 
-// openMetaStore opens the metadata log: the one-file log of a single node, or this node's
-// voter (or, broker-only, learner) of the controller quorum.
-func (b *Broker) openMetaStore(clusterID string, voters map[int32]string) (meta.Store, error) {
+// openMetadata opens the metadata log: this node's voter (or, broker-only, learner) of the
+// controller quorum, listening on its controller listener (none when it is the sole voter
+// without one).
+func (b *Broker) openMetadata(clusterID string, voters map[int32]string) (*meta.RaftStore, error) {
 	dir := filepath.Join(b.cfg.LogDirs[0], metadataDirName)
-	if voters == nil {
-		return meta.OpenLog(dir, clusterID, b.logger)
-	}
 	learner := !b.cfg.hasRole("controller")
 	listen, advHost := voters[b.cfg.NodeID], ""
 	if learner {
@@ -181,7 +165,6 @@ func (b *Broker) openMetaStore(clusterID string, voters map[int32]string) (meta.
 	if err != nil {
 		return nil, err
 	}
-	b.quorum = s
 	return s, nil
 }
 
@@ -202,135 +185,49 @@ func FormatStorage(cfg Config, clusterID string) error {
 	return err
 }
 
-// clusterLoop runs while the broker is up in a cluster: it brings the open logs in line with
-// every new image, heartbeats to the active controller, and, while this node is the active
-// controller, fences and unfences brokers.
-func (b *Broker) clusterLoop() {
-	defer b.bg.Done()
-	hb := time.NewTicker(b.cfg.BrokerHeartbeatInterval)
-	defer hb.Stop()
-	check := time.NewTicker(b.cfg.BrokerHeartbeatInterval / 2)
-	defer check.Stop()
-	var leaderSince time.Time
-	// registered holds when this controller first saw each registration: a registration is
-	// as good as a heartbeat.
-	registered := map[meta.UUID]time.Time{}
-	for {
-		select {
-		case <-b.stop:
-			return
-		case <-b.imageChanged:
-			if err := b.syncPartitions(); err != nil {
-				b.logger.Error("open partitions for the new metadata image", "err", err)
-			}
-			if err := b.loadOffsetsPartitions(); err != nil {
-				b.logger.Error("load offsets partitions", "err", err)
-			}
-		case <-hb.C:
-			if b.cfg.hasRole("broker") {
-				go b.heartbeat()
-			}
-		case <-check.C:
-			if !b.quorum.IsLeader() {
-				if !leaderSince.IsZero() {
-					b.logger.Info("no longer the active controller", "node", b.cfg.NodeID)
-				}
-				leaderSince = time.Time{}
-				continue
-			}
-			now := time.Now()
-			if leaderSince.IsZero() {
-				b.logger.Info("became the active controller", "node", b.cfg.NodeID)
-				leaderSince = now
-				b.quorum.ResetHeartbeats()
-			}
-			im := b.quorum.Image()
-			hbs := b.quorum.Heartbeats()
-			for _, br := range im.Brokers {
-				if _, ok := registered[br.Incarnation]; !ok {
-					registered[br.Incarnation] = now
-				}
-				if hb, ok := hbs[br.NodeID]; !ok || registered[br.Incarnation].After(hb.At) {
-					hbs[br.NodeID] = meta.Heartbeat{Incarnation: br.Incarnation, At: registered[br.Incarnation]}
-				}
-			}
-			recs := fenceRecords(im, hbs, leaderSince, now, b.cfg.BrokerSessionTimeout)
-			if len(recs) == 0 {
-				continue
-			}
-			if _, err := b.quorum.Commit(recs); err != nil {
-				b.logger.Warn("commit broker fencing", "err", err)
-			}
-		}
-	}
-}
+// metadataDirName is where the metadata log lives inside the first log dir, as KRaft's
+// __cluster_metadata-0.
+const metadataDirName = "__cluster_metadata-0"
 
-// heartbeat tells the active controller this broker is alive.
-func (b *Broker) heartbeat() {
-	if !b.heartbeating.CompareAndSwap(false, true) {
-		return
-	}
-	defer b.heartbeating.Store(false)
-	if err := b.quorum.Heartbeat(b.cfg.NodeID, b.incarnation); err != nil {
-		b.logger.Warn("broker heartbeat", "err", err)
-	}
-}
-
-// fenceRecords is the active controller's decision: fence the unfenced brokers not heard from
-// (with their registered incarnation) for sessionTimeout, unfence fenced ones heard from again,
-// and move each partition's leadership to its first unfenced replica, or to -1 (offline) when
-// none is. A broker's silence is counted from when this controller began leading at the
-// earliest, as heartbeats went to the previous leader before.
-func fenceRecords(im *meta.Image, hbs map[int32]meta.Heartbeat, leaderSince, now time.Time, sessionTimeout time.Duration) []meta.Record {
-	var recs []meta.Record
-	fenced := map[int32]bool{}
-	for _, br := range sortedBrokers(im) {
-		last := leaderSince
-		if hb, ok := hbs[br.NodeID]; ok && hb.Incarnation == br.Incarnation && hb.At.After(last) {
-			last = hb.At
-		}
-		alive := now.Sub(last) < sessionTimeout
-		if alive == br.Fenced {
-			recs = append(recs, meta.Record{Type: meta.TypeFence, NodeID: br.NodeID, Fenced: !alive})
-		}
-		fenced[br.NodeID] = !alive
-	}
-	for _, name := range im.SortedTopicNames() {
-		t := im.Topics[name]
-		for _, p := range t.Partitions {
-			leader := int32(-1)
-			for _, r := range p.Replicas {
-				if up, ok := fenced[r]; ok && !up {
-					leader = r
-					break
-				}
-			}
-			if leader != p.Leader {
-				recs = append(recs, meta.Record{Type: meta.TypePartition, TopicID: t.ID, Partition: p.Index,
-					Replicas: p.Replicas, ISR: p.ISR, Leader: leader, LeaderEpoch: p.LeaderEpoch + 1})
+// ensureMetaProperties reads or writes Kafka's meta.properties in dir (the storage format step,
+// done by itself on a single node) and returns the cluster id.
+func ensureMetaProperties(dir string, nodeID int32, want string) (string, error) {
+	path := filepath.Join(dir, "meta.properties")
+	data, err := os.ReadFile(path)
+	if err == nil {
+		props := map[string]string{}
+		for _, line := range strings.Split(string(data), "\n") {
+			if k, v, ok := cutProperty(strings.TrimSpace(line)); ok && !strings.HasPrefix(line, "#") {
+				props[k] = v
 			}
 		}
-	}
-	return recs
-}
-
-// placeReplicas assigns n partitions with one replica each, round-robin over the unfenced
-// brokers from a random first one (as Kafka's placer), or all to this node when no broker is
-// registered yet.
-func (b *Broker) placeReplicas(im *meta.Image, n int32) [][]int32 {
-	var live []int32
-	for _, br := range sortedBrokers(im) {
-		if !br.Fenced {
-			live = append(live, br.NodeID)
+		if id := props["node.id"]; id != strconv.Itoa(int(nodeID)) {
+			return "", fmt.Errorf("%s belongs to node.id %s, not %d", path, id, nodeID)
 		}
+		cid := props["cluster.id"]
+		if want != "" && cid != want {
+			return "", fmt.Errorf("%s has cluster.id %s, config says %s", path, cid, want)
+		}
+		if cid == "" {
+			return "", fmt.Errorf("%s has no cluster.id", path)
+		}
+		return cid, nil
 	}
-	if len(live) == 0 {
-		live = []int32{b.cfg.NodeID}
+	if !os.IsNotExist(err) {
+		return "", fmt.Errorf("read %s: %w", path, err)
 	}
-	start := rand.IntN(len(live))
-	out := make([][]int32, n)
-	for p := range out {
-		out[p] = []int32{live[(start+p)%len(live)]}
+	cid := want
+	if cid == "" {
+		cid = meta.NewUUID().String()
 	}
-	return out
+	content := fmt.Sprintf("#\n#%s\nnode.id=%d\nversion=1\ncluster.id=%s\ndirectory.id=%s\n",
+		time.Now().UTC().Format(time.RFC1123), nodeID, cid, meta.NewUUID())
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		return "", fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("rename %s: %w", tmp, err)
+	}
+	return cid, nil
 }

@@ -1,0 +1,592 @@
+package broker
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+	"unsafe"
+
+	"ringbroker/ring"
+)
+
+// Config is the broker's configuration. Keys follow Apache Kafka's server.properties names where
+// the meaning matches; brokerConfigDefs says which key sets which field. The zero value is not
+// usable: start from DefaultConfig.
+type Config struct {
+	NodeID int32 // node.id
+	// Listeners is the parsed listeners list (listeners); the first is the client listener.
+	Listeners []Listener
+	// AdvertisedListeners (advertised.listeners) defaults to Listeners.
+	AdvertisedListeners []Listener
+	LogDirs             []string // log.dirs (or log.dir)
+	NumPartitions       int32    // num.partitions
+	DefaultReplication  int16    // default.replication.factor
+	AutoCreateTopics    bool     // auto.create.topics.enable
+	DeleteTopicEnable   bool     // delete.topic.enable
+	SocketRequestMax    int      // socket.request.max.bytes
+	MessageMaxBytes     int32    // message.max.bytes
+	MetricsListen       string   // metrics.listen (ringbroker's own); "" disables the endpoint
+	IO                  string   // io.backend (ringbroker's own): auto, uring or netpoll
+	Rings               int      // io.rings (ringbroker's own): 0 = one per core
+	SendZCThreshold     int      // io.send.zc.threshold.bytes (ringbroker's own)
+	PinCPUs             bool     // io.pin.cpus (ringbroker's own): pin each ring's thread to a CPU
+	// FetchSendfile (io.fetch.sendfile, ringbroker's own) writes Fetch record data with
+	// sendfile from the page cache instead of sendmsg from the mapped segment; off by default,
+	// as sendmsg costs less CPU on loopback (ring's BenchmarkSendFileVsMmap).
+	FetchSendfile bool
+	// UringWait (io.uring.wait, ringbroker's own) is how io_uring loops block: handoff (the
+	// default) gives the loop's Go P to another thread first, syscall keeps it.
+	UringWait string
+	ClusterID string // cluster.id (ringbroker's own; Kafka takes it from the storage format step)
+	// QueuedMaxRequestBytes (queued.max.request.bytes) bounds the memory of requests read and
+	// not yet answered, over all connections; connections that need more wait (muted) until
+	// memory returns. -1 is unbounded, as Kafka's default; ringbroker's default is 256 MiB.
+	QueuedMaxRequestBytes int64
+	// NumIOThreads (num.io.threads) is the number of handler workers, spread over the rings.
+	NumIOThreads int
+	// MaxInflightPerConn (max.inflight.requests.per.connection, ringbroker's own) is how many
+	// requests of one connection may be read and not yet answered before the broker stops
+	// reading from it.
+	MaxInflightPerConn int
+	// PprofListen (pprof.listen, ringbroker's own) serves Go's net/http/pprof profiles there;
+	// "" (the default) disables it.
+	PprofListen string
+
+	OffsetsPartitions          int32         // offsets.topic.num.partitions
+	GroupInitialRebalanceDelay time.Duration // group.initial.rebalance.delay.ms
+	GroupMinSessionTimeout     time.Duration // group.min.session.timeout.ms
+	GroupMaxSessionTimeout     time.Duration // group.max.session.timeout.ms
+	// KIP-848 consumer groups (group.consumer.*); min/max bound the configured values.
+	ConsumerHeartbeatInterval    time.Duration // group.consumer.heartbeat.interval.ms
+	ConsumerMinHeartbeatInterval time.Duration // group.consumer.min.heartbeat.interval.ms
+	ConsumerMaxHeartbeatInterval time.Duration // group.consumer.max.heartbeat.interval.ms
+	ConsumerSessionTimeout       time.Duration // group.consumer.session.timeout.ms
+	ConsumerMinSessionTimeout    time.Duration // group.consumer.min.session.timeout.ms
+	ConsumerMaxSessionTimeout    time.Duration // group.consumer.max.session.timeout.ms
+	ConsumerAssignors            []string      // group.consumer.assignors: uniform, range; the first is the default
+
+	// Log defaults for topics (log.* broker keys); topic configs override them.
+	SegmentBytes       int64         // log.segment.bytes
+	SegmentMs          time.Duration // log.roll.ms / log.roll.hours
+	IndexIntervalBytes int           // log.index.interval.bytes
+	MaxIndexBytes      int           // log.index.size.max.bytes
+	FlushMessages      int64         // log.flush.interval.messages
+	FlushInterval      time.Duration // log.flush.interval.ms; 0 = never by time
+	RetentionMs        int64         // log.retention.ms / minutes / hours; -1 = forever
+	RetentionBytes     int64         // log.retention.bytes
+	CleanupPolicy      string        // log.cleanup.policy
+	CompressionType    string        // compression.type
+
+	// FlushGroupCommit (log.flush.group.commit, ringbroker's own; topic config
+	// flush.group.commit) makes Produce with acks >= 1 answer only after a shared fsync
+	// covering its batch.
+	FlushGroupCommit bool
+	// RetentionCheckInterval is log.retention.check.interval.ms: how often retention runs.
+	RetentionCheckInterval time.Duration
+
+	// Cluster keys (KRaft's names; see quorum.go). Without controller.quorum.voters the node
+	// is the sole voter of its own metadata quorum, with no controller listener.
+	ProcessRoles            []string      // process.roles
+	QuorumVoters            string        // controller.quorum.voters: id@host:port,...
+	QuorumBootstrapServers  []string      // controller.quorum.bootstrap.servers
+	ControllerListenerNames []string      // controller.listener.names
+	BrokerHeartbeatInterval time.Duration // broker.heartbeat.interval.ms
+	BrokerSessionTimeout    time.Duration // broker.session.timeout.ms
+	// MetadataSnapshotEntries (metadata.snapshot.interval.entries, ringbroker's own): a
+	// snapshot of the metadata image every this many Raft entries.
+	MetadataSnapshotEntries uint64
+
+	// explicit holds the keys set with Set (from server.properties or an override), which
+	// DescribeConfigs reports as STATIC_BROKER_CONFIG. A Config is built once and then copied,
+	// so the copies share it.
+	explicit map[string]bool
+}
+
+// Listener is one name://host:port entry of listeners.
+type Listener struct {
+	Name string
+	Host string
+	Port int
+}
+
+// Addr is host:port.
+func (l Listener) Addr() string { return net.JoinHostPort(l.Host, strconv.Itoa(l.Port)) }
+
+// String renders the listener as in server.properties.
+func (l Listener) String() string { return l.Name + "://" + l.Addr() }
+
+// configKind is the type of a config value, as Kafka's ConfigDef.Type.
+type configKind int8
+
+const (
+	kindLong configKind = iota
+	kindInt
+	kindShort
+	kindBool
+	kindDouble
+	kindString
+	kindList
+)
+
+// String is the kind's name as Kafka's documentation writes it.
+func (k configKind) String() string {
+	return [...]string{"long", "int", "short", "boolean", "double", "string", "list"}[k]
+}
+
+// bits is how many bits an integer kind holds.
+func (k configKind) bits() int {
+	switch k {
+	case kindInt:
+		return 32
+	case kindShort:
+		return 16
+	}
+	return 64
+}
+
+// brokerConfigDef is one broker config key: its name, type, default, what it means, and how a
+// value is checked and stored in Config and read back from it.
+type brokerConfigDef struct {
+	name string
+	kind configKind
+	// dflt is the default as server.properties would write it; DefaultConfig sets it. Empty
+	// for keys that are unset by default (null in Kafka's terms) and for synonyms.
+	dflt string
+	doc  string
+	// synonymOf names the key that this one sets in another form (broker.id for node.id,
+	// log.retention.hours for log.retention.ms), its value multiplied by scale when that is
+	// not 0; it is described as that key.
+	synonymOf string
+	scale     int64
+	// ignored keys are accepted, type-checked, for compatibility with Kafka's sample
+	// server.properties, and have no effect.
+	ignored bool
+	// set checks a value and stores it; nil for synonyms, which Config.set resolves.
+	set func(c *Config, val string) error
+	// get renders the current value as set would take it; nil for synonyms and ignored keys.
+	get func(c *Config) string
+}
+
+// intRule is an extra rule on an integer value.
+type intRule func(n int64) error
+
+// inRange refuses values outside [lo, hi].
+func inRange(lo, hi int64) intRule {
+	return func(n int64) error {
+		if n < lo || n > hi {
+			return fmt.Errorf("must be in %d..%d", lo, hi)
+		}
+		return nil
+	}
+}
+
+// atLeast refuses values below lo.
+func atLeast(lo int64) intRule {
+	return func(n int64) error {
+		if n < lo {
+			return fmt.Errorf("must be at least %d", lo)
+		}
+		return nil
+	}
+}
+
+// positiveOrUnbounded refuses 0 and values below -1, for keys where -1 means no bound.
+func positiveOrUnbounded(n int64) error {
+	if n == 0 || n < -1 {
+		return fmt.Errorf("must be positive, or -1 for no bound")
+	}
+	return nil
+}
+
+// parseInt parses an integer of bits bits and checks it with rule, if not nil.
+func parseInt(val string, bits int, rule intRule) (int64, error) {
+	n, err := strconv.ParseInt(val, 10, bits)
+	if err == nil && rule != nil {
+		err = rule(n)
+	}
+	return n, err
+}
+
+// intDef is an integer key stored in the field that field returns; the field's type bounds it
+// as much as the kind.
+func intDef[T ~int | ~int16 | ~int32 | ~int64 | ~uint64](name string, kind configKind, dflt string, field func(*Config) *T, rule intRule, doc string) brokerConfigDef {
+	var zero T
+	bits := min(kind.bits(), 8*int(unsafe.Sizeof(zero)))
+	return brokerConfigDef{name: name, kind: kind, dflt: dflt, doc: doc,
+		set: func(c *Config, val string) error {
+			n, err := parseInt(val, bits, rule)
+			if err == nil {
+				*field(c) = T(n)
+			}
+			return err
+		},
+		get: func(c *Config) string { return strconv.FormatInt(int64(*field(c)), 10) },
+	}
+}
+
+// msDef is a duration key written in milliseconds.
+func msDef(name string, kind configKind, dflt string, field func(*Config) *time.Duration, rule intRule, doc string) brokerConfigDef {
+	return brokerConfigDef{name: name, kind: kind, dflt: dflt, doc: doc,
+		set: func(c *Config, val string) error {
+			ms, err := parseInt(val, kind.bits(), rule)
+			if err == nil {
+				*field(c) = time.Duration(ms) * time.Millisecond
+			}
+			return err
+		},
+		get: func(c *Config) string { return strconv.FormatInt(field(c).Milliseconds(), 10) },
+	}
+}
+
+// boolDef is a boolean key (strconv.ParseBool's spellings).
+func boolDef(name, dflt string, field func(*Config) *bool, doc string) brokerConfigDef {
+	return brokerConfigDef{name: name, kind: kindBool, dflt: dflt, doc: doc,
+		set: func(c *Config, val string) (err error) {
+			*field(c), err = strconv.ParseBool(val)
+			return err
+		},
+		get: func(c *Config) string { return strconv.FormatBool(*field(c)) },
+	}
+}
+
+// stringDef is a string key; valid, if set, checks the value.
+func stringDef(name, dflt string, field func(*Config) *string, valid func(string) error, doc string) brokerConfigDef {
+	return brokerConfigDef{name: name, kind: kindString, dflt: dflt, doc: doc,
+		set: func(c *Config, val string) error {
+			if valid != nil {
+				if err := valid(val); err != nil {
+					return err
+				}
+			}
+			*field(c) = val
+			return nil
+		},
+		get: func(c *Config) string { return *field(c) },
+	}
+}
+
+// listDef is a comma-separated list key, empty items dropped; valid, if set, checks it.
+func listDef(name, dflt string, field func(*Config) *[]string, valid func([]string) error, doc string) brokerConfigDef {
+	return brokerConfigDef{name: name, kind: kindList, dflt: dflt, doc: doc,
+		set: func(c *Config, val string) error {
+			items := splitList(val)
+			if valid != nil {
+				if err := valid(items); err != nil {
+					return err
+				}
+			}
+			*field(c) = items
+			return nil
+		},
+		get: func(c *Config) string { return strings.Join(*field(c), ",") },
+	}
+}
+
+// listenersDef is a listeners key.
+func listenersDef(name, dflt string, field func(*Config) *[]Listener, doc string) brokerConfigDef {
+	return brokerConfigDef{name: name, kind: kindString, dflt: dflt, doc: doc,
+		set: func(c *Config, val string) (err error) {
+			*field(c), err = parseListeners(val)
+			return err
+		},
+		get: func(c *Config) string {
+			s := make([]string, len(*field(c)))
+			for i, l := range *field(c) {
+				s[i] = l.String()
+			}
+			return strings.Join(s, ",")
+		},
+	}
+}
+
+// synonymDef is a key that sets the key of; in another unit when scale is not 0: a value n
+// sets of to n*scale.
+func synonymDef(name, of string, kind configKind, scale int64, unit string) brokerConfigDef {
+	doc := "the same as " + of
+	if scale != 0 {
+		doc = of + " in " + unit
+	}
+	return brokerConfigDef{name: name, kind: kind, synonymOf: of, scale: scale, doc: doc}
+}
+
+// ofKind is d described as a value of kind k, for a key Kafka types otherwise than its field.
+func (d brokerConfigDef) ofKind(k configKind) brokerConfigDef {
+	d.kind = k
+	return d
+}
+
+// unsetWhenZero describes a zero value as unset (null), for keys whose 0 means "not set".
+func (d brokerConfigDef) unsetWhenZero() brokerConfigDef {
+	get := d.get
+	d.get = func(c *Config) string {
+		if v := get(c); v != "0" {
+			return v
+		}
+		return ""
+	}
+	return d
+}
+
+// ignoredDef is a Kafka key accepted with no effect yet.
+func ignoredDef(name string, kind configKind) brokerConfigDef {
+	return brokerConfigDef{name: name, kind: kind, ignored: true,
+		doc: "accepted for compatibility with Kafka's sample server.properties; no effect yet",
+		set: func(_ *Config, val string) error {
+			if kind == kindString {
+				return nil
+			}
+			_, err := parseInt(val, kind.bits(), nil)
+			return err
+		},
+	}
+}
+
+// brokerConfigDefs is every broker config key ringbroker takes, with Kafka's type and, where
+// the key is Kafka's, Kafka's meaning. Set refuses any other key. DescribeConfigs for a broker
+// lists them (but synonyms and ignored keys), and the README's table is generated from them.
+var brokerConfigDefs = []brokerConfigDef{
+	intDef("node.id", kindInt, "1", func(c *Config) *int32 { return &c.NodeID }, nil,
+		"this node's id, in the cluster and in the metadata log"),
+	synonymDef("broker.id", "node.id", kindInt, 0, ""),
+	listenersDef("listeners", "PLAINTEXT://127.0.0.1:9092", func(c *Config) *[]Listener { return &c.Listeners },
+		"NAME://host:port,... to listen on; an empty host is every interface. The first one that is not the controller listener serves clients"),
+	listenersDef("advertised.listeners", "", func(c *Config) *[]Listener { return &c.AdvertisedListeners },
+		"the listeners as clients are told to reach them; empty: the listeners"),
+	listDef("log.dirs", "./data", func(c *Config) *[]string { return &c.LogDirs }, nonEmpty,
+		"the data directories; ringbroker uses the first"),
+	synonymDef("log.dir", "log.dirs", kindString, 0, ""),
+	intDef("num.partitions", kindInt, "1", func(c *Config) *int32 { return &c.NumPartitions }, atLeast(1),
+		"partitions of a topic created without a count"),
+	intDef("default.replication.factor", kindInt, "1", func(c *Config) *int16 { return &c.DefaultReplication }, nil,
+		"replication factor of a topic created without one"),
+	boolDef("auto.create.topics.enable", "true", func(c *Config) *bool { return &c.AutoCreateTopics },
+		"create a topic when a client asks for its metadata"),
+	boolDef("delete.topic.enable", "true", func(c *Config) *bool { return &c.DeleteTopicEnable },
+		"allow DeleteTopics"),
+	intDef("socket.request.max.bytes", kindInt, "104857600", func(c *Config) *int { return &c.SocketRequestMax }, nil,
+		"the largest request frame; a larger one closes the connection"),
+	intDef("queued.max.request.bytes", kindLong, "268435456", func(c *Config) *int64 { return &c.QueuedMaxRequestBytes }, positiveOrUnbounded,
+		"the memory for requests read and not yet answered, over all connections; a connection that needs memory stops reading until some returns. -1 is unbounded, Kafka's default"),
+	intDef("num.io.threads", kindInt, "8", func(c *Config) *int { return &c.NumIOThreads }, inRange(1, 1024),
+		"handler workers, spread over the rings"),
+	intDef("max.inflight.requests.per.connection", kindInt, "5", func(c *Config) *int { return &c.MaxInflightPerConn }, inRange(1, 1<<20),
+		"ringbroker's own: requests read from one connection whose responses are not yet written, before the broker stops reading from it"),
+	intDef("message.max.bytes", kindInt, "1048588", func(c *Config) *int32 { return &c.MessageMaxBytes }, nil,
+		"the largest record batch a topic takes by default (topic config max.message.bytes)"),
+	stringDef("metrics.listen", "127.0.0.1:9644", func(c *Config) *string { return &c.MetricsListen }, nil,
+		"ringbroker's own: host:port of the Prometheus metrics endpoint; empty disables it"),
+	stringDef("pprof.listen", "", func(c *Config) *string { return &c.PprofListen }, nil,
+		"ringbroker's own: host:port to serve Go's /debug/pprof/ on, for go tool pprof; empty is off"),
+	stringDef("io.backend", "auto", func(c *Config) *string { return &c.IO }, checkBackend,
+		"ringbroker's own: auto (io_uring where the kernel allows it, else netpoll), uring or netpoll"),
+	intDef("io.rings", kindInt, "0", func(c *Config) *int { return &c.Rings }, nil,
+		"ringbroker's own: rings (event loops) per listener; 0 is one per core"),
+	intDef("io.send.zc.threshold.bytes", kindInt, "0", func(c *Config) *int { return &c.SendZCThreshold }, nil,
+		"ringbroker's own: sends of at least this many bytes use SEND_ZC on io_uring; 0 is 64 KiB, negative never"),
+	boolDef("io.pin.cpus", "false", func(c *Config) *bool { return &c.PinCPUs },
+		"ringbroker's own: pin each ring's thread, and its handler workers, to one CPU"),
+	stringDef("io.uring.wait", "", func(c *Config) *string { return &c.UringWait }, checkWaitMode,
+		"ringbroker's own: handoff (unset: the default) gives a ring's Go scheduler slot to another thread before it blocks; syscall keeps it"),
+	boolDef("io.fetch.sendfile", "false", func(c *Config) *bool { return &c.FetchSendfile },
+		"ringbroker's own: false sends Fetch data with sendmsg from the mapped segment, whose pages are unmapped once sent; true uses sendfile"),
+	stringDef("cluster.id", "", func(c *Config) *string { return &c.ClusterID }, nil,
+		"ringbroker's own: the cluster id an unformatted log dir is formatted with (Kafka takes it from the format step); empty: a new one on a single node"),
+	intDef("log.segment.bytes", kindInt, "1073741824", func(c *Config) *int64 { return &c.SegmentBytes }, nil,
+		"segment size at which a log rolls (topic config segment.bytes)"),
+	msDef("log.roll.ms", kindLong, "604800000", func(c *Config) *time.Duration { return &c.SegmentMs }, nil,
+		"segment age at which a log rolls (topic config segment.ms)"),
+	synonymDef("log.roll.hours", "log.roll.ms", kindInt, 3600*1000, "hours"),
+	intDef("log.index.interval.bytes", kindInt, "4096", func(c *Config) *int { return &c.IndexIntervalBytes }, nil,
+		"bytes between offset index entries (topic config index.interval.bytes)"),
+	intDef("log.index.size.max.bytes", kindInt, "10485760", func(c *Config) *int { return &c.MaxIndexBytes }, nil,
+		"the largest offset index of a segment (topic config segment.index.bytes)"),
+	intDef("log.flush.interval.messages", kindLong, "9223372036854775807", func(c *Config) *int64 { return &c.FlushMessages }, nil,
+		"messages after which a log is fsynced (topic config flush.messages)"),
+	msDef("log.flush.interval.ms", kindLong, "", func(c *Config) *time.Duration { return &c.FlushInterval }, nil,
+		"milliseconds after which a log is fsynced (topic config flush.ms); unset or 0: never by time").unsetWhenZero(),
+	boolDef("log.flush.group.commit", "false", func(c *Config) *bool { return &c.FlushGroupCommit },
+		"ringbroker's own: answer Produce with acks >= 1 after a shared fsync covering its batch (topic config flush.group.commit); see Durability"),
+	intDef("log.retention.ms", kindLong, "604800000", func(c *Config) *int64 { return &c.RetentionMs }, nil,
+		"how long a log keeps a segment; -1 is forever (topic config retention.ms)"),
+	synonymDef("log.retention.minutes", "log.retention.ms", kindInt, 60*1000, "minutes"),
+	synonymDef("log.retention.hours", "log.retention.ms", kindInt, 3600*1000, "hours"),
+	intDef("log.retention.bytes", kindLong, "-1", func(c *Config) *int64 { return &c.RetentionBytes }, nil,
+		"the size past which a partition's log deletes its oldest segments; -1 is unbounded (topic config retention.bytes)"),
+	msDef("log.retention.check.interval.ms", kindLong, "300000", func(c *Config) *time.Duration { return &c.RetentionCheckInterval }, atLeast(1),
+		"how often retention runs"),
+	stringDef("log.cleanup.policy", "delete", func(c *Config) *string { return &c.CleanupPolicy }, nil,
+		"delete, compact or both (topic config cleanup.policy)").ofKind(kindList),
+	stringDef("compression.type", "producer", func(c *Config) *string { return &c.CompressionType }, nil,
+		"the compression of topics (topic config compression.type); ringbroker does not recompress, so topics take only producer"),
+	intDef("offsets.topic.num.partitions", kindInt, "50", func(c *Config) *int32 { return &c.OffsetsPartitions }, atLeast(1),
+		"partitions of __consumer_offsets"),
+	msDef("group.initial.rebalance.delay.ms", kindInt, "3000", func(c *Config) *time.Duration { return &c.GroupInitialRebalanceDelay }, nil,
+		"how long a new classic group waits for more members before its first rebalance"),
+	msDef("group.min.session.timeout.ms", kindInt, "6000", func(c *Config) *time.Duration { return &c.GroupMinSessionTimeout }, nil,
+		"the shortest session timeout a classic group member may ask for"),
+	msDef("group.max.session.timeout.ms", kindInt, "1800000", func(c *Config) *time.Duration { return &c.GroupMaxSessionTimeout }, nil,
+		"the longest session timeout a classic group member may ask for"),
+	msDef("group.consumer.heartbeat.interval.ms", kindInt, "5000", func(c *Config) *time.Duration { return &c.ConsumerHeartbeatInterval }, nil,
+		"heartbeat interval of KIP-848 consumer group members"),
+	msDef("group.consumer.min.heartbeat.interval.ms", kindInt, "5000", func(c *Config) *time.Duration { return &c.ConsumerMinHeartbeatInterval }, nil,
+		"lower bound of group.consumer.heartbeat.interval.ms"),
+	msDef("group.consumer.max.heartbeat.interval.ms", kindInt, "15000", func(c *Config) *time.Duration { return &c.ConsumerMaxHeartbeatInterval }, nil,
+		"upper bound of group.consumer.heartbeat.interval.ms"),
+	msDef("group.consumer.session.timeout.ms", kindInt, "45000", func(c *Config) *time.Duration { return &c.ConsumerSessionTimeout }, nil,
+		"session timeout of KIP-848 consumer group members"),
+	msDef("group.consumer.min.session.timeout.ms", kindInt, "45000", func(c *Config) *time.Duration { return &c.ConsumerMinSessionTimeout }, nil,
+		"lower bound of group.consumer.session.timeout.ms"),
+	msDef("group.consumer.max.session.timeout.ms", kindInt, "60000", func(c *Config) *time.Duration { return &c.ConsumerMaxSessionTimeout }, nil,
+		"upper bound of group.consumer.session.timeout.ms"),
+	{name: "group.consumer.assignors", kind: kindList, dflt: "uniform,range",
+		doc: "server-side assignors of KIP-848 groups: uniform, range; the first is the default",
+		set: func(c *Config, val string) error {
+			c.ConsumerAssignors = nil
+			for _, a := range strings.Split(val, ",") {
+				c.ConsumerAssignors = append(c.ConsumerAssignors, strings.TrimSpace(a))
+			}
+			return nil
+		},
+		get: func(c *Config) string { return strings.Join(c.ConsumerAssignors, ",") }},
+	listDef("process.roles", "", func(c *Config) *[]string { return &c.ProcessRoles }, checkProcessRoles,
+		"broker, controller or both; empty is both (a combined node)"),
+	stringDef("controller.quorum.voters", "", func(c *Config) *string { return &c.QuorumVoters }, nil,
+		"id@host:port,... of the controllers; empty: this node is the sole voter, with no controller listener").ofKind(kindList),
+	listDef("controller.quorum.bootstrap.servers", "", func(c *Config) *[]string { return &c.QuorumBootstrapServers }, nil,
+		"dynamic quorums (KIP-853), refused for now: use controller.quorum.voters"),
+	listDef("controller.listener.names", "", func(c *Config) *[]string { return &c.ControllerListenerNames }, nil,
+		"the listener the controllers use, by name (required with controller.quorum.voters)"),
+	msDef("broker.heartbeat.interval.ms", kindInt, "2000", func(c *Config) *time.Duration { return &c.BrokerHeartbeatInterval }, atLeast(1),
+		"how often a broker heartbeats to the active controller"),
+	msDef("broker.session.timeout.ms", kindInt, "9000", func(c *Config) *time.Duration { return &c.BrokerSessionTimeout }, atLeast(1),
+		"how long a broker may go without a heartbeat before the active controller fences it"),
+	intDef("metadata.snapshot.interval.entries", kindLong, "10000", func(c *Config) *uint64 { return &c.MetadataSnapshotEntries }, atLeast(1),
+		"ringbroker's own: a snapshot of the metadata image every this many Raft entries"),
+	ignoredDef("offsets.topic.replication.factor", kindShort),
+	ignoredDef("transaction.state.log.replication.factor", kindShort),
+	ignoredDef("transaction.state.log.min.isr", kindInt),
+	ignoredDef("listener.security.protocol.map", kindString),
+	ignoredDef("inter.broker.listener.name", kindString),
+	ignoredDef("num.network.threads", kindInt),
+	ignoredDef("socket.send.buffer.bytes", kindInt),
+	ignoredDef("socket.receive.buffer.bytes", kindInt),
+	ignoredDef("num.recovery.threads.per.data.dir", kindInt),
+	ignoredDef("share.coordinator.state.topic.replication.factor", kindShort),
+	ignoredDef("share.coordinator.state.topic.min.isr", kindInt),
+}
+
+// lookupBrokerConfig returns the definition of key.
+func lookupBrokerConfig(key string) (brokerConfigDef, bool) {
+	for _, d := range brokerConfigDefs {
+		if d.name == key {
+			return d, true
+		}
+	}
+	return brokerConfigDef{}, false
+}
+
+// DefaultConfig is a single node with data in ./data, clients on 127.0.0.1:9092 and metrics on
+// 127.0.0.1:9644: every key at the default brokerConfigDefs gives it, Kafka's where the key is
+// Kafka's.
+func DefaultConfig() Config {
+	var c Config
+	for _, d := range brokerConfigDefs {
+		if d.dflt == "" {
+			continue
+		}
+		if err := d.set(&c, d.dflt); err != nil {
+			panic(fmt.Sprintf("broker config %s: default %q refused: %v", d.name, d.dflt, err))
+		}
+	}
+	return c
+}
+
+// Set applies one key. Keys that ringbroker does not know are refused, so that a configuration
+// never silently means something else here.
+func (c *Config) Set(key, val string) error {
+	if err := c.set(key, val); err != nil {
+		return fmt.Errorf("config %s=%q: %w", key, val, err)
+	}
+	if c.explicit == nil {
+		c.explicit = map[string]bool{}
+	}
+	c.explicit[key] = true
+	if d, _ := lookupBrokerConfig(key); d.synonymOf != "" {
+		c.explicit[d.synonymOf] = true
+	}
+	return nil
+}
+
+func (c *Config) set(key, val string) error {
+	d, ok := lookupBrokerConfig(key)
+	if !ok {
+		return fmt.Errorf("unknown config key %q", key)
+	}
+	if d.synonymOf == "" {
+		return d.set(c, val)
+	}
+	if d.scale != 0 {
+		n, err := parseInt(val, d.kind.bits(), nil)
+		if err != nil {
+			return err
+		}
+		val = strconv.FormatInt(n*d.scale, 10)
+	}
+	return c.set(d.synonymOf, val)
+}
+
+// isExplicit reports whether key was set with Set.
+func (c *Config) isExplicit(key string) bool { return c.explicit[key] }
+
+func nonEmpty(items []string) error {
+	if len(items) == 0 {
+		return fmt.Errorf("empty")
+	}
+	return nil
+}
+
+func checkBackend(val string) error {
+	_, err := ring.ParseBackend(val)
+	return err
+}
+
+func checkWaitMode(val string) error {
+	_, err := ring.ParseWaitMode(val)
+	return err
+}
+
+func splitList(val string) []string {
+	var out []string
+	for _, s := range strings.Split(val, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// parseListeners parses "NAME://host:port,..."; an empty host means all interfaces.
+func parseListeners(val string) ([]Listener, error) {
+	var out []Listener
+	for _, s := range splitList(val) {
+		name, hp, ok := strings.Cut(s, "://")
+		if !ok {
+			return nil, fmt.Errorf("listener %q: want NAME://host:port", s)
+		}
+		host, port, err := net.SplitHostPort(hp)
+		if err != nil {
+			return nil, fmt.Errorf("listener %q: %w", s, err)
+		}
+		p, err := strconv.Atoi(port)
+		if err != nil || p < 0 || p > 65535 {
+			return nil, fmt.Errorf("listener %q: bad port %q", s, port)
+		}
+		out = append(out, Listener{Name: name, Host: host, Port: p})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no listeners")
+	}
+	return out, nil
+}

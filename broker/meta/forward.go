@@ -1,0 +1,147 @@
+package meta
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"ringbroker/raft"
+)
+
+// The controller listener carries two protocols: Raft's transport, and requests that a
+// controller forwards to the active one (a commit, or a broker heartbeat). A forwarding
+// connection opens with forwardMagic; as a Raft frame length it would exceed raft's frame
+// limit, so the two cannot be confused.
+const (
+	forwardMagic = "RBFW"
+	// maxForwardBytes bounds one forwarded request or response.
+	maxForwardBytes = 64 << 20
+)
+
+// forwardRequest is what a controller sends the active one.
+type forwardRequest struct {
+	// Kind is "commit" (Records, encoded), "heartbeat" (NodeID, Incarnation, and Addr from a
+	// learner) or "join" (NodeID, Addr: add a learner).
+	Kind        string `json:"kind"`
+	Records     []byte `json:"records,omitempty"`
+	NodeID      int32  `json:"node_id,omitempty"`
+	Incarnation UUID   `json:"incarnation,omitempty"`
+	// Addr is a learner's listener address, where the leader sends it the log.
+	Addr string `json:"addr,omitempty"`
+}
+
+// forwardResponse answers a forwardRequest: the entry's index, or why not.
+type forwardResponse struct {
+	Index     uint64 `json:"index,omitempty"`
+	Err       string `json:"err,omitempty"`
+	NotLeader bool   `json:"not_leader,omitempty"`
+	Leader    uint64 `json:"leader,omitempty"`
+}
+
+// unreachableError says a forward did not reach the leader, so nothing was proposed.
+type unreachableError struct{ err error }
+
+func (e *unreachableError) Error() string { return e.err.Error() }
+
+func (e *unreachableError) Unwrap() error { return e.err }
+
+// forward sends req to controller leader and returns its answer.
+func (s *RaftStore) forward(leader int32, req forwardRequest, deadline time.Time) (forwardResponse, error) {
+	var resp forwardResponse
+	addr, ok := s.cfg.Voters[leader]
+	if !ok {
+		return resp, &unreachableError{fmt.Errorf("leader %d is not a known voter", leader)}
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return resp, fmt.Errorf("encode forwarded %s: %w", req.Kind, err)
+	}
+	c, err := net.DialTimeout("tcp", addr, time.Until(deadline))
+	if err != nil {
+		return resp, &unreachableError{fmt.Errorf("forward %s to controller %d at %s: %w", req.Kind, leader, addr, err)}
+	}
+	defer c.Close()
+	c.SetDeadline(deadline)
+	msg := make([]byte, 0, 8+len(body))
+	msg = append(msg, forwardMagic...)
+	msg = binary.BigEndian.AppendUint32(msg, uint32(len(body)))
+	msg = append(msg, body...)
+	if _, err := c.Write(msg); err != nil {
+		return resp, &unreachableError{fmt.Errorf("forward %s to controller %d at %s: %w", req.Kind, leader, addr, err)}
+	}
+	out, err := readForwardFrame(bufio.NewReader(c))
+	if err != nil {
+		return resp, fmt.Errorf("forward %s to controller %d at %s: no answer: %w", req.Kind, leader, addr, err)
+	}
+	if err := json.Unmarshal(out, &resp); err != nil {
+		return resp, fmt.Errorf("forward %s to controller %d: bad answer: %w", req.Kind, leader, err)
+	}
+	switch {
+	case resp.NotLeader:
+		return resp, &raft.NotLeaderError{Leader: resp.Leader}
+	case resp.Err != "":
+		return resp, errors.New(resp.Err)
+	}
+	return resp, nil
+}
+
+func readForwardFrame(r io.Reader) ([]byte, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > maxForwardBytes {
+		return nil, fmt.Errorf("forwarded frame of %d bytes exceeds %d", n, maxForwardBytes)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (s *RaftStore) serveForward(body []byte) forwardResponse {
+	var req forwardRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return forwardResponse{Err: fmt.Sprintf("decode forwarded request (%d bytes): %v", len(body), err)}
+	}
+	var idx uint64
+	var err error
+	switch req.Kind {
+	case "commit":
+		var recs []Record
+		if recs, err = DecodeRecords(req.Records); err == nil {
+			base := s.Image()
+			var next *Image
+			if next, err = base.Apply(base.Offset, recs); err == nil {
+				idx, err = s.proposeLocal(req.Records, base, next, time.Now().Add(s.cfg.CommitTimeout))
+			}
+		}
+	case "heartbeat":
+		if err = s.recordHeartbeat(req.NodeID, req.Incarnation); err == nil && req.Addr != "" {
+			// A learner's address is known from its join entry, which a snapshot may have
+			// compacted away; its heartbeats keep this leader's address book current.
+			if _, voter := s.cfg.Voters[req.NodeID]; !voter {
+				s.node.AddPeer(raftID(req.NodeID), req.Addr)
+			}
+		}
+	case "join":
+		err = s.addLearner(req.NodeID, req.Addr)
+	default:
+		err = fmt.Errorf("unknown forwarded request kind %q", req.Kind)
+	}
+	var nl *raft.NotLeaderError
+	switch {
+	case errors.As(err, &nl):
+		return forwardResponse{NotLeader: true, Leader: nl.Leader}
+	case err != nil:
+		return forwardResponse{Err: err.Error()}
+	}
+	return forwardResponse{Index: idx}
+}

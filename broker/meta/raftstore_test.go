@@ -1,0 +1,231 @@
+package meta
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"ringbroker/internal/testutil"
+)
+
+// freeAddrs reserves n loopback addresses for controller listeners.
+func freeAddrs(t testing.TB, n int) []string {
+	t.Helper()
+	var out []string
+	var lns []net.Listener
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		out = append(out, ln.Addr().String())
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return out
+}
+
+// quorum is n RaftStores on loopback, node ids 1..n.
+type quorum struct {
+	t      testing.TB
+	dir    string
+	voters map[int32]string
+	snap   uint64
+	stores map[int32]*RaftStore
+}
+
+func newQuorum(t testing.TB, n int, snapshotEntries uint64) *quorum {
+	q := &quorum{t: t, dir: t.TempDir(), voters: map[int32]string{}, snap: snapshotEntries, stores: map[int32]*RaftStore{}}
+	for i, a := range freeAddrs(t, n) {
+		q.voters[int32(i+1)] = a
+	}
+	for id := range q.voters {
+		q.start(id)
+	}
+	t.Cleanup(func() {
+		for _, s := range q.stores {
+			s.Close()
+		}
+	})
+	return q
+}
+
+func (q *quorum) start(id int32) *RaftStore {
+	q.t.Helper()
+	s, err := OpenRaft(RaftConfig{NodeID: id, Dir: filepath.Join(q.dir, fmt.Sprint(id)), ClusterID: "cid",
+		Listen: q.voters[id], Voters: q.voters, TickInterval: 20 * time.Millisecond, SnapshotEntries: q.snap,
+		CommitTimeout: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		q.t.Fatal(err)
+	}
+	q.stores[id] = s
+	return s
+}
+
+// leader waits for a leader among the running stores.
+func (q *quorum) leader() int32 {
+	q.t.Helper()
+	var l int32 = -1
+	testutil.WaitFor(q.t, 10*time.Second, testutil.Holds("a leader", func() bool {
+		for id, s := range q.stores {
+			if s.IsLeader() {
+				l = id
+				return true
+			}
+		}
+		return false
+	}))
+	return l
+}
+
+func topicRecords(name string, parts int) []Record {
+	id := NewUUID()
+	recs := []Record{{Type: TypeTopic, TopicName: name, TopicID: id}}
+	for p := range parts {
+		recs = append(recs, Record{Type: TypePartition, TopicID: id, Partition: int32(p), Replicas: []int32{1}, ISR: []int32{1}, Leader: 1})
+	}
+	return recs
+}
+
+func TestRaftStoreCommitOnEveryNode(t *testing.T) {
+	q := newQuorum(t, 3, 0)
+	q.leader()
+	for id, s := range q.stores {
+		name := fmt.Sprintf("t%d", id)
+		im, err := s.Commit(topicRecords(name, 2))
+		if err != nil {
+			t.Fatalf("commit on node %d (leader %d): %v", id, s.Leader(), err)
+		}
+		// Commit returns the local image, which must already hold the topic.
+		if tp := im.Topics[name]; tp == nil || len(tp.Partitions) != 2 {
+			t.Fatalf("node %d: image after commit lacks %s: %+v", id, name, tp)
+		}
+	}
+	for id, s := range q.stores {
+		testutil.WaitFor(t, 5*time.Second, testutil.Holds(fmt.Sprintf("node %d to see 3 topics", id), func() bool { return len(s.Image().Topics) == 3 }))
+	}
+	// A record that does not apply is refused, wherever it is committed.
+	for id, s := range q.stores {
+		if _, err := s.Commit(topicRecords("t1", 1)); err == nil {
+			t.Fatalf("node %d committed a duplicate topic", id)
+		}
+	}
+}
+
+func TestRaftStoreConcurrentDuplicateCreatesOneWins(t *testing.T) {
+	q := newQuorum(t, 3, 0)
+	q.leader()
+	var wg sync.WaitGroup
+	errs := make([]error, 0, 3)
+	var mu sync.Mutex
+	for _, s := range q.stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := s.Commit(topicRecords("same", 1))
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	ok := 0
+	for _, err := range errs {
+		if err == nil {
+			ok++
+		}
+	}
+	if ok != 1 {
+		t.Fatalf("%d of 3 racing creates of one topic succeeded, want 1: %v", ok, errs)
+	}
+	var want UUID
+	for id, s := range q.stores {
+		testutil.WaitFor(t, 5*time.Second, testutil.Holds(fmt.Sprintf("node %d to see the topic", id), func() bool { return s.Image().Topics["same"] != nil }))
+		got := s.Image().Topics["same"].ID
+		if want.IsZero() {
+			want = got
+		} else if got != want {
+			t.Fatalf("node %d has topic id %s, another node %s", id, got, want)
+		}
+	}
+}
+
+func TestRaftStoreLeaderLossAndSnapshotCatchUp(t *testing.T) {
+	q := newQuorum(t, 3, 5)
+	first := q.leader()
+	if _, err := q.stores[first].Commit(topicRecords("before", 1)); err != nil {
+		t.Fatal(err)
+	}
+	// Kill the leader: the others elect a new one and commits go on through either of them.
+	if err := q.stores[first].Close(); err != nil {
+		t.Fatal(err)
+	}
+	delete(q.stores, first)
+	second := q.leader()
+	if second == first {
+		t.Fatalf("leader %d still leads after stopping", first)
+	}
+	for i := range 20 {
+		for _, s := range q.stores {
+			if _, err := s.Commit(topicRecords(fmt.Sprintf("after-%d-%d", i, s.cfg.NodeID), 1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Bring the old leader back: the others compacted past its log, so it catches up from a
+	// snapshot and then follows.
+	back := q.start(first)
+	want := len(q.stores[second].Image().Topics)
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("the restarted node to catch up", func() bool { return len(back.Image().Topics) == want }))
+	if back.restores.Load() == 0 {
+		t.Fatal("restarted node caught up without installing a snapshot")
+	}
+	if _, err := back.Commit(topicRecords("last", 3)); err != nil {
+		t.Fatal(err)
+	}
+	for id, s := range q.stores {
+		testutil.WaitFor(t, 5*time.Second, testutil.Holds(fmt.Sprintf("node %d to see the last topic", id), func() bool { return s.Image().Topics["last"] != nil }))
+	}
+}
+
+// TestRaftStoreSoleVoter runs the quorum of a single node: no controller listener, leading as
+// soon as it is open, committing and taking its own heartbeats, and back after a restart.
+func TestRaftStoreSoleVoter(t *testing.T) {
+	dir := t.TempDir()
+	s, err := openSoleVoter(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.IsLeader() || s.Leader() != 1 {
+		t.Fatalf("sole voter open but not leading (leader %d)", s.Leader())
+	}
+	if n := s.ListenAddr().Network(); n != "none" {
+		t.Fatalf("sole voter has a controller listener on %s %s", n, s.ListenAddr())
+	}
+	if _, err := s.Commit(topicRecords("a", 2)); err != nil {
+		t.Fatal(err)
+	}
+	inc := NewUUID()
+	if err := s.Heartbeat(1, inc); err != nil || s.Heartbeats()[1].Incarnation != inc {
+		t.Fatalf("heartbeat to itself: %v, heartbeats %v", err, s.Heartbeats())
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = openSoleVoter(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tp := s.Image().Topics["a"]; tp == nil || len(tp.Partitions) != 2 {
+		t.Fatalf("after a restart topic a is %+v", tp)
+	}
+	if _, err := OpenRaft(RaftConfig{NodeID: 1, Dir: t.TempDir(), Voters: map[int32]string{1: "", 2: "127.0.0.1:1"}}); err == nil {
+		t.Fatal("a voter without a controller listener opened as one of two")
+	}
+}
