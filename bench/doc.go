@@ -10,7 +10,7 @@
 // stall in the broker or the client shows up in the percentiles instead of
 // silently slowing the schedule (coordinated omission).
 //
-// Latencies go into log-linear Histograms (about 1 % precision, 1 µs to
+// Latencies go into log-linear Histograms (percentiles within 0.4 %, 1 µs to
 // 60 s, mergeable). A Result is written as JSON; Compare prints results side
 // by side with ratios and draws an HdrHistogram-style percentile chart as SVG
 // inside an HTML page.

@@ -1,6 +1,3 @@
-// Package broker assembles ringbroker: configuration, the metadata image, the partitions and
-// their logs, the connection handling over ring/, and one file per Kafka API (named by key, like
-// 00_produce.go) that registers the versions it serves in apis.go.
 package broker
 
 import (

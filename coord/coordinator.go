@@ -1,9 +1,14 @@
-// Package coord implements Apache Kafka's classic consumer-group coordinator:
-// JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
-// DescribeGroups, ListGroups, DeleteGroups and OffsetDelete, with Kafka's
-// states (Empty, PreparingRebalance, CompletingRebalance, Stable, Dead), error
-// codes, timeouts and static membership (KIP-345), and offsets persisted in
-// Kafka's __consumer_offsets record format.
+// Package coord implements Apache Kafka's consumer-group coordinator. Classic
+// groups: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
+// OffsetFetch, DescribeGroups, ListGroups, DeleteGroups and OffsetDelete, with
+// Kafka's states (Empty, PreparingRebalance, CompletingRebalance, Stable,
+// Dead), error codes, timeouts and static membership (KIP-345); KIP-848
+// consumer groups beside them (see below). Offsets and group metadata are
+// records in Kafka's __consumer_offsets format, written and replayed through
+// an OffsetStore that the broker implements over its partitions: coord
+// imports neither log nor wire. Each API is declared in the file named by its
+// key (08_offset_commit.go, ...); APIs lists them for the broker's
+// ApiVersions.
 //
 // The coordinator is split into shards. Each shard is one goroutine that owns
 // every group of its __consumer_offsets partitions (partition % shards) and

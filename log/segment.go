@@ -300,8 +300,9 @@ func (s *segment) deactivate() error {
 //
 // Only the headers of the first batch and of the batches near the end of the answer are read
 // (the offset index, whose positions are batch starts, finds the last whole batch within
-// maxBytes), so serving a fetch maps in a page or two whatever its size; the bytes themselves go
-// out by sendfile. Pages mapped by header reads are dropped now and then (noteMapped).
+// maxBytes), so serving a fetch maps in a page or two whatever its size; the kernel copies the
+// bytes themselves out of the mapping (DropMapped drops those pages again) or sends them with
+// sendfile. Pages mapped by header reads are dropped now and then (noteMapped).
 func (s *segment) read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool, leo func() int64) (data []byte, pos int64, stop bool) {
 	end := s.size.Load()
 	limitAll := maxOffset >= leo()

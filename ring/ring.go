@@ -1,8 +1,15 @@
 // Package ring is the network event loop of the broker: one io_uring ring per
-// core (multishot accept, recvs into a provided-buffer ring or straight into
-// a handler's buffer, sendmsg, SEND_ZC, sendfile on POLLOUT), and a netpoll
-// (Go net) fallback behind the same interface for machines where io_uring is
-// absent or forbidden.
+// core (multishot accept on a SO_REUSEPORT listener of its own, recvs into a
+// provided-buffer ring or straight into a handler's buffer, sendmsg, SEND_ZC,
+// sendfile on POLLOUT), and a netpoll (Go net) fallback behind the same
+// interface for machines where io_uring is absent or forbidden.
+//
+// Each ring runs on its own locked OS thread, set up with SINGLE_ISSUER and
+// DEFER_TASKRUN where the kernel has them. By default (WaitHandoff) it gives
+// its Go P to another thread before it blocks in io_uring_enter, so goroutines
+// it has just readied run at once; other goroutines wake it through an eventfd
+// only when it sleeps. The netpoll backend runs a reader and a writer
+// goroutine per connection.
 //
 // Handler callbacks for one connection run on one goroutine, in order:
 // OnOpen, OnData and OnFilled, OnClose. With the io_uring backend that

@@ -41,7 +41,7 @@ type opKind uint8
 const (
 	kindAccept      opKind = iota + 1 // multishot accept on the ring's listener
 	kindAcceptRetry                   // timeout before re-arming accept
-	kindRecv                          // multishot recv; index = conn slot
+	kindRecv                          // recv into a provided buffer; index = conn slot
 	kindSend                          // send op; index = sendOp index
 	kindWake                          // eventfd read
 	kindCancel                        // cancel of all ops on a conn's fd; index = conn slot

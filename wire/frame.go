@@ -1,7 +1,11 @@
-// Package wire is ringbroker's Kafka protocol layer: request framing and
-// headers, response framing, record batch v2 views and validation, CRC32C,
-// compression codecs and a zero-copy Fetch response writer. Message bodies
-// are franz-go's kmsg types; error codes are franz-go's kerr values.
+// Package wire is ringbroker's Kafka protocol layer: request framing
+// (FrameReader, into buffers of exactly each frame's size) and headers,
+// response framing, record batch v2 views, validation and building, record
+// decoding, and a zero-copy Fetch response writer whose record data are
+// slices of the caller's (mapped) memory. Message bodies are franz-go's kmsg
+// types; error codes are franz-go's kerr values. The batch header layout,
+// the CRC32C table and the compression codecs come from internal/
+// (recordbatch, crc32c, codec), shared with log.
 //
 // Decoders slice their input instead of copying it; encoders append to a
 // caller's buffer.

@@ -1,7 +1,8 @@
 // Package codec compresses and decompresses Kafka record batch payloads with the five codecs
 // Kafka defines (none, gzip, snappy, lz4, zstd), byte-compatible with the Java client. It is
-// shared by wire (produce validation, fetch down-conversion) and log (the compaction cleaner),
-// which must not import each other.
+// shared by wire (record decoding and batch building, for the broker's checks of compacted
+// topics and its __consumer_offsets records) and log (the compaction cleaner), which must not
+// import each other.
 package codec
 
 import (

@@ -12,8 +12,9 @@
 // flight; Wait accounts for that, because every producer checks for a parked
 // consumer after its store.
 //
-// Coordinator shards use one Queue each: request handlers on any core push,
-// the shard goroutine drains.
+// The broker's handler workers and the group coordinator's shards use one
+// Queue each: event loops and other goroutines push, the worker or shard
+// goroutine drains, and parks in Wait when the queue is empty.
 package mpsc
 
 import (

@@ -3,6 +3,6 @@
 // record batch builder (NewBatch, SealBatch), compression fixtures (Payload, KgoCompressor)
 // and the check that API files' header comments state the versions served (CheckAPIHeaders).
 //
-// Only tests import it. It imports no other ringbroker package, so any package's tests may use
-// it without bending the dependency rule.
+// Only tests import it. Of ringbroker's packages it imports only internal/crc32c and
+// internal/recordbatch, so any package's tests may use it without bending the dependency rule.
 package testutil

@@ -1,6 +1,7 @@
 // Package timingwheel implements a hashed timing wheel for many short-lived
-// deadlines, such as the session, rebalance and join-delay timeouts of a
-// group coordinator shard.
+// deadlines: the session, rebalance and join-delay timeouts of a group
+// coordinator shard, and the max-wait deadlines of the broker's parked
+// fetches (its purgatory).
 //
 // The wheel has no clock and no goroutine: its owner calls Advance with the
 // current time, and due callbacks run inside Advance on the owner's
