@@ -21,13 +21,14 @@ COMPARE_DURATION     ?= 30s
 COMPARE_WARMUP       ?= 10s
 COMPARE_KAFKA_WARMUP ?= 30s
 COMPARE_EXTRA        ?= small-messages 100-partitions
+COMPARE_ROUNDS       ?= 3
 COMPARE_OUT          ?= results/compare-$(shell date +%Y%m%d-%H%M%S)
 
 # Packages that hold Go files, without the end-to-end suite.
 UNIT_PKGS = $(shell $(GO) list -e ./... 2>/dev/null | grep -v '/e2e$$')
 
 .NOTPARALLEL:
-.PHONY: all build run test unit e2e bench compare fuzz-short vet deps deps-go deps-kcat deps-kafka clean
+.PHONY: all build run test unit e2e bench compare profile fuzz-short vet deps deps-go deps-kcat deps-kafka clean
 
 all: build
 
@@ -58,12 +59,17 @@ bench:
 	@pkgs="$(UNIT_PKGS)"; if [ -z "$$pkgs" ]; then echo "bench: no packages"; exit 0; fi; \
 	$(GO) test $(GOLDFLAGS) -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $$pkgs
 
-# Apache Kafka 4.1.1, ringbroker (io_uring) and ringbroker (netpoll), one after the
-# other, under the same ringbench workloads; see tools/compare.sh and BENCHMARKS.md.
+# Apache Kafka 4.1.1, ringbroker (io_uring) and ringbroker (netpoll), interleaved for
+# COMPARE_ROUNDS rounds (K U N K U N ...) after the machine is quiet, under the same ringbench
+# workloads, reported as medians; see tools/compare.sh and BENCHMARKS.md.
 compare: build deps-kcat deps-kafka
 	@command -v jq >/dev/null 2>&1 && test -x /usr/bin/time || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y jq time; }
 	OUT="$(COMPARE_OUT)" DURATION="$(COMPARE_DURATION)" WARMUP="$(COMPARE_WARMUP)" \
-		KAFKA_WARMUP="$(COMPARE_KAFKA_WARMUP)" EXTRA="$(COMPARE_EXTRA)" tools/compare.sh
+		KAFKA_WARMUP="$(COMPARE_KAFKA_WARMUP)" EXTRA="$(COMPARE_EXTRA)" ROUNDS="$(COMPARE_ROUNDS)" tools/compare.sh
+
+# A CPU profile of the broker under max-throughput, into results/profile-<date>/.
+profile: build
+	GO="$(GO)" tools/profile.sh
 
 fuzz-short:
 	GO="$(GO)" GOLDFLAGS="$(GOLDFLAGS)" FUZZTIME="$(FUZZTIME)" tools/fuzz-short.sh

@@ -2,7 +2,10 @@
 # `make compare`: runs the same ringbench workloads against Apache Kafka 4.1.1
 # (KRaft, single node), ringbroker with io_uring and ringbroker with netpoll,
 # one broker after the other on this machine with their logs on the same disk,
-# and writes the comparison (tables, HTML pages, latency charts) to $OUT.
+# ROUNDS times interleaved (K U N K U N ...), each run only once the machine is
+# quiet (1-minute load at most LOAD_MAX, else a loud warning), and writes the
+# medians with min-max, every run, the issue's goals and the comparison
+# (tables, HTML pages, latency charts of round 1) to $OUT.
 #
 # Order: Kafka first, because the fixed-rate workload runs at half of Kafka's
 # measured maximum. Kafka's first workload gets a long warmup for its JIT; the
@@ -21,6 +24,9 @@
 #   EXTRA          workloads after max-throughput and the half-rate run
 #                  (small-messages 100-partitions; "" for none)
 #   BROKERS        which brokers, in order    (kafka uring netpoll)
+#   ROUNDS         how many times each broker runs, interleaved (K U N K U N ...) (3)
+#   LOAD_MAX       the 1-minute load above which a run waits before starting (1.0)
+#   LOAD_WAIT      how long it waits at most, then warns loudly and goes on (300 s)
 #   HALF_RATE      fixed rate when Kafka is not in BROKERS (records/s)
 #   PORT           client port of the broker under test (a free one; Kafka's controller PORT+1)
 #   RINGBROKER, RINGBENCH  binaries to measure with (bin/ringbroker, bin/ringbench); they
@@ -36,6 +42,9 @@ WARMUP="${WARMUP:-10s}"
 KAFKA_WARMUP="${KAFKA_WARMUP:-30s}"
 EXTRA="${EXTRA-small-messages 100-partitions}"
 BROKERS="${BROKERS-kafka uring netpoll}"
+ROUNDS="${ROUNDS:-3}"
+LOAD_MAX="${LOAD_MAX:-1.0}"
+LOAD_WAIT="${LOAD_WAIT:-300}"
 HALF_RATE="${HALF_RATE:-}"
 PORT="${PORT:-}"
 KAFKA_LIBS="$ROOT/.cache/kafka/libs"
@@ -116,9 +125,9 @@ PID=""
 # start_broker NAME: starts the broker on $PORT with a fresh log directory and
 # sets PID once it answers Metadata.
 start_broker() {
-	local name=$1 dir="$DATA/$1" blog="$OUT/$1/broker.log"
+	local name=$1 dir="$DATA/$1" blog="$RUN/$1/broker.log"
 	rm -rf "$dir"
-	mkdir -p "$dir" "$OUT/$name"
+	mkdir -p "$dir" "$RUN/$name"
 	port_free "$PORT" || die "port $PORT is in use"
 	case $name in
 	kafka)
@@ -181,7 +190,7 @@ stop_broker() {
 		echo "pid $PID"
 		grep -E '^(VmHWM|VmRSS|RssAnon|RssFile|Threads)' "/proc/$PID/status"
 		awk -v hz="$(getconf CLK_TCK)" '{sub(/.*\) /, ""); printf "cpu_seconds %.2f\n", ($12 + $13) / hz}' "/proc/$PID/stat"
-	} >"$OUT/$name/process.txt"
+	} >"$RUN/$name/process.txt"
 	kill -TERM "$PID"
 	local start=$SECONDS
 	while kill -0 "$PID" 2>/dev/null; do
@@ -194,7 +203,7 @@ stop_broker() {
 	wait "$PID" 2>/dev/null || true # Kafka exits 143 after a clean SIGTERM shutdown
 	PID=""
 	rm -rf "${DATA:?}/$name"
-	echo "compare: $name stopped; $(tr '\n' ' ' <"$OUT/$name/process.txt")" | tee -a "$LOG"
+	echo "compare: $name stopped; $(tr '\n' ' ' <"$RUN/$name/process.txt")" | tee -a "$LOG"
 }
 
 cleanup() {
@@ -222,87 +231,179 @@ bench() {
 	load0=$(cut -d' ' -f1 /proc/loadavg)
 	read -r busy0 total0 < <(cpu_jiffies)
 	# GNU time records ringbench's own CPU use: the client shares the machine.
-	/usr/bin/time -o "$OUT/$name/$workload.client" -f '%e %U %S' \
+	/usr/bin/time -o "$RUN/$name/$workload.client" -f '%e %U %S' \
 		"$RINGBENCH" run --bootstrap "127.0.0.1:$PORT" --workload "$WORKLOADS/${workload%%@*}.yaml" \
 		--label "$(label "$name")" --duration "$DURATION" --warmup "$warmup" --broker-pid "$PID" \
-		--progress-interval 5s --json "$OUT/$name/$workload.json" "$@" 2>&1 | tee -a "$LOG"
+		--progress-interval 5s --json "$RUN/$name/$workload.json" "$@" 2>&1 | tee -a "$LOG"
 	read -r busy1 total1 < <(cpu_jiffies)
-	read -r wall user sys <"$OUT/$name/$workload.client"
+	read -r wall user sys <"$RUN/$name/$workload.client"
 	awk -v l0="$load0" -v l1="$(cut -d' ' -f1 /proc/loadavg)" -v b="$((busy1 - busy0))" -v t="$((total1 - total0))" -v n="$(nproc)" \
 		-v wall="$wall" -v cpu="$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')" \
-		'BEGIN { printf "%s -> %s, %.1f of %d cores busy, ringbench %.1f\n", l0, l1, (t > 0 ? b / t * n : 0), n, (wall > 0 ? cpu / wall : 0) }' >"$OUT/$name/$workload.load"
-	echo "compare: $name: $workload: load $(cat "$OUT/$name/$workload.load")" | tee -a "$LOG"
+		'BEGIN { printf "%s -> %s, %.1f of %d cores busy, ringbench %.1f\n", l0, l1, (t > 0 ? b / t * n : 0), n, (wall > 0 ? cpu / wall : 0) }' >"$RUN/$name/$workload.load"
+	echo "compare: $name: $workload: load $(cat "$RUN/$name/$workload.load")" | tee -a "$LOG"
 }
 
-for name in $BROKERS; do
-	start_broker "$name"
-	warmup=$WARMUP
-	[[ $name == kafka ]] && warmup=$KAFKA_WARMUP
-	bench "$name" max-throughput "$warmup"
-	if [[ -z $HALF_RATE ]]; then
-		# Kafka is first (checked above): half of its maximum.
-		HALF_RATE=$(jq -r '.publish.recordsPerSec / 2 | floor' "$OUT/$name/max-throughput.json")
-		echo "compare: fixed rate for 1kb-fixed-rate-16p@half-kafka-max: $HALF_RATE records/s" | tee -a "$LOG"
-	fi
-	bench "$name" 1kb-fixed-rate-16p@half-kafka-max "$WARMUP" --rate "$HALF_RATE"
-	for w in $EXTRA; do
-		bench "$name" "$w" "$WARMUP"
+# wait_quiet: waits (at most LOAD_WAIT s) until the 1-minute load is at most LOAD_MAX; if it
+# stays above, warns loudly, and the warning goes at the top of summary.md.
+BUSY=""
+wait_quiet() {
+	local start=$SECONDS load
+	load=$(cut -d' ' -f1 /proc/loadavg)
+	while awk -v l="$load" -v m="$LOAD_MAX" 'BEGIN { exit !(l > m) }'; do
+		if ((SECONDS - start >= LOAD_WAIT)); then
+			echo "compare: WARNING: measured on a busy machine: load $load > $LOAD_MAX after ${LOAD_WAIT}s; do not quote these figures" | tee -a "$LOG" >&2
+			BUSY="$BUSY $load"
+			return
+		fi
+		echo "compare: load $load > $LOAD_MAX; waiting for a quiet machine" | tee -a "$LOG"
+		sleep 5
+		load=$(cut -d' ' -f1 /proc/loadavg)
 	done
-	stop_broker "$name"
+}
+
+# Rounds: every broker once per round, in the same order, so each meets the machine in the
+# same states (page cache, a VM's first-touch memory) as often as the others.
+for round in $(seq "$ROUNDS"); do
+	RUN="$OUT/r$round"
+	for name in $BROKERS; do
+		wait_quiet
+		start_broker "$name"
+		warmup=$WARMUP
+		[[ $name == kafka && $round == 1 ]] && warmup=$KAFKA_WARMUP
+		bench "$name" max-throughput "$warmup"
+		if [[ -z $HALF_RATE ]]; then
+			# Kafka is first (checked above): half of its maximum in round 1, for every run.
+			HALF_RATE=$(jq -r '.publish.recordsPerSec / 2 | floor' "$RUN/$name/max-throughput.json")
+			echo "compare: fixed rate for 1kb-fixed-rate-16p@half-kafka-max: $HALF_RATE records/s" | tee -a "$LOG"
+		fi
+		bench "$name" 1kb-fixed-rate-16p@half-kafka-max "$WARMUP" --rate "$HALF_RATE"
+		for w in $EXTRA; do
+			bench "$name" "$w" "$WARMUP"
+		done
+		stop_broker "$name"
+	done
 done
 
-# One comparison per workload, Kafka (the first broker) as the baseline of the ratios.
+WORKLOADS_RUN="max-throughput 1kb-fixed-rate-16p@half-kafka-max $EXTRA"
+
+# med NAME WORKLOAD JQ: the median over the rounds of JQ applied to each run's JSON.
+med() {
+	local f=() r
+	for r in $(seq "$ROUNDS"); do f+=("$OUT/r$r/$1/$2.json"); done
+	jq -s "map($3) | sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end" "${f[@]}"
+}
+# range NAME WORKLOAD JQ: min-max over the rounds.
+range() {
+	local f=() r
+	for r in $(seq "$ROUNDS"); do f+=("$OUT/r$r/$1/$2.json"); done
+	jq -rs "map($3) | sort | \"\(.[0] * 100 | round / 100)-\(.[-1] * 100 | round / 100)\"" "${f[@]}"
+}
+# hwm NAME: the median over the rounds of the broker's lifetime peak RSS (VmHWM, KiB).
+hwm() {
+	local r
+	for r in $(seq "$ROUNDS"); do awk '/VmHWM/ {print $2}' "$OUT/r$r/$1/process.txt"; done | sort -n |
+		awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
+}
+CPUREC='(.broker.cpuSeconds / .publish.records * 1e6)'
+
+# One comparison (table and chart) per workload from round 1, Kafka (the first broker) as the
+# baseline of the ratios.
 ((${#first[@]} > 1)) || echo "compare: one broker, no comparison" | tee -a "$LOG"
-for w in max-throughput 1kb-fixed-rate-16p@half-kafka-max $EXTRA; do
+for w in $WORKLOADS_RUN; do
 	((${#first[@]} > 1)) || break
 	files=()
 	for name in $BROKERS; do
-		files+=("$OUT/$name/$w.json")
+		files+=("$OUT/r1/$name/$w.json")
 	done
 	"$RINGBENCH" compare "${files[@]}" --out "$OUT/$w" | tee -a "$LOG"
 done
 
-# summary.md: one Markdown table of every run, for BENCHMARKS.md.
+# summary.md: medians (min-max) over the rounds, then every run.
 {
-	echo "| workload | broker | publish rec/s | MB/s | publish p50 / p99 / p99.9 ms | e2e p50 / p99 / p99.9 ms | unsent | peak RSS (anon) MiB | CPU s (% of a core) | machine load |"
-	echo "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|"
-	for w in max-throughput 1kb-fixed-rate-16p@half-kafka-max $EXTRA; do
+	if [[ -n $BUSY ]]; then
+		echo "**WARNING: measured on a busy machine (1-minute load$BUSY above $LOAD_MAX when runs began): do not quote these figures.**"
+		echo
+	fi
+	echo "Medians over $ROUNDS rounds (min-max), brokers interleaved in each round."
+	echo
+	echo "| workload | broker | publish rec/s | e2e p50 ms | e2e p99 ms | e2e p99.9 ms | broker CPU µs/record | peak RSS MiB (anon) |"
+	echo "|---|---|--:|--:|--:|--:|--:|--:|"
+	for w in $WORKLOADS_RUN; do
 		for name in $BROKERS; do
-			jq -r --arg w "$w" --arg b "$(label "$name")" '
-				def f: if . == null then "-" elif . >= 100 then (. | round | tostring) else (. * 100 | round / 100 | tostring) end;
-				"| \($w) | \($b) | \(.publish.recordsPerSec | round) | \(.publish.mbPerSec | f) | " +
-				"\(.publish.latency.p50Ms | f) / \(.publish.latency.p99Ms | f) / \(.publish.latency."p99.9Ms" | f) | " +
-				"\(.e2e.latency.p50Ms | f) / \(.e2e.latency.p99Ms | f) / \(.e2e.latency."p99.9Ms" | f) | \(.unsent) | " +
-				"\(.broker.peakRssBytes / 1048576 | round) (\(.broker.peakAnonRssBytes // 0 | . / 1048576 | round)) | \(.broker.cpuSeconds | f) (\(.broker.cpuPercent | round)) | \($load) |"
-			' --arg load "$(cat "$OUT/$name/$w.load")" "$OUT/$name/$w.json"
+			printf '| %s | %s | %.0f (%s) | %.1f (%s) | %.1f (%s) | %.1f (%s) | %.2f (%s) | %.0f (%.0f) |\n' "$w" "$(label "$name")" \
+				"$(med "$name" "$w" .publish.recordsPerSec)" "$(range "$name" "$w" .publish.recordsPerSec)" \
+				"$(med "$name" "$w" .e2e.latency.p50Ms)" "$(range "$name" "$w" .e2e.latency.p50Ms)" \
+				"$(med "$name" "$w" .e2e.latency.p99Ms)" "$(range "$name" "$w" .e2e.latency.p99Ms)" \
+				"$(med "$name" "$w" '.e2e.latency."p99.9Ms"')" "$(range "$name" "$w" '.e2e.latency."p99.9Ms"')" \
+				"$(med "$name" "$w" "$CPUREC")" "$(range "$name" "$w" "$CPUREC")" \
+				"$(med "$name" "$w" '.broker.peakRssBytes / 1048576')" "$(med "$name" "$w" '(.broker.peakAnonRssBytes // 0) / 1048576')"
+		done
+	done
+	echo
+	echo "| round | workload | broker | publish rec/s | MB/s | publish p50 / p99 / p99.9 ms | e2e p50 / p99 / p99.9 ms | unsent | peak RSS (anon) MiB | CPU s (% of a core) | machine load |"
+	echo "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|"
+	for round in $(seq "$ROUNDS"); do
+		for w in $WORKLOADS_RUN; do
+			for name in $BROKERS; do
+				jq -r --arg r "$round" --arg w "$w" --arg b "$(label "$name")" '
+					def f: if . == null then "-" elif . >= 100 then (. | round | tostring) else (. * 100 | round / 100 | tostring) end;
+					"| \($r) | \($w) | \($b) | \(.publish.recordsPerSec | round) | \(.publish.mbPerSec | f) | " +
+					"\(.publish.latency.p50Ms | f) / \(.publish.latency.p99Ms | f) / \(.publish.latency."p99.9Ms" | f) | " +
+					"\(.e2e.latency.p50Ms | f) / \(.e2e.latency.p99Ms | f) / \(.e2e.latency."p99.9Ms" | f) | \(.unsent) | " +
+					"\(.broker.peakRssBytes / 1048576 | round) (\(.broker.peakAnonRssBytes // 0 | . / 1048576 | round)) | \(.broker.cpuSeconds | f) (\(.broker.cpuPercent | round)) | \($load) |"
+				' --arg load "$(cat "$OUT/r$round/$name/$w.load")" "$OUT/r$round/$name/$w.json"
+			done
 		done
 	done
 } >"$OUT/summary.md"
 tee -a "$LOG" <"$OUT/summary.md"
 
-# goals.txt: the issue's goals as ratios of this one run.
+# goals.txt: issue 9's goals as ratios of the medians.
 if [[ " $BROKERS " == *" kafka "* && " $BROKERS " == *" uring "* ]]; then
-	q() { jq -r "$2" "$OUT/$1"; }
 	ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+	goal() { # goal TEXT VALUE OP TARGET
+		local met
+		met=$(awk -v v="$2" -v t="$4" -v op="$3" 'BEGIN { print ((op == ">=" ? v >= t : v <= t) ? "met" : "not met") }')
+		printf '%-58s %6sx  (goal %s %s: %s)\n' "$1" "$2" "$3" "$4" "$met"
+	}
 	half=1kb-fixed-rate-16p@half-kafka-max
+	r() { ratio "$(med "$1" "$3" "$4")" "$(med "$2" "$3" "$4")"; }
 	{
-		echo "goals of issue 3, this run (kafka = Apache Kafka 4.1.1, uring/netpoll = ringbroker)"
-		echo "max produce throughput, uring/kafka:      $(ratio "$(q uring/max-throughput.json .publish.recordsPerSec)" "$(q kafka/max-throughput.json .publish.recordsPerSec)")x   (goal >= 2)"
-		echo "e2e p99 at $HALF_RATE rec/s, uring/kafka:    $(ratio "$(q "uring/$half.json" '.e2e."latency".p99Ms')" "$(q "kafka/$half.json" '.e2e.latency.p99Ms')")x   (goal <= 0.20)"
-		echo "e2e p99.9 at $HALF_RATE rec/s, uring/kafka:  $(ratio "$(q "uring/$half.json" '.e2e.latency."p99.9Ms"')" "$(q "kafka/$half.json" '.e2e.latency."p99.9Ms"')")x   (goal <= 0.10)"
-		echo "peak RSS (lifetime VmHWM), uring/kafka:   $(ratio "$(awk '/VmHWM/ {print $2}' "$OUT/uring/process.txt")" "$(awk '/VmHWM/ {print $2}' "$OUT/kafka/process.txt")")x   (goal <= 0.25)"
-		echo "peak RSS at max throughput, uring/kafka:  $(ratio "$(q uring/max-throughput.json .broker.peakRssBytes)" "$(q kafka/max-throughput.json .broker.peakRssBytes)")x   (goal <= 0.25)"
-		echo "  of it anonymous (heap), uring/kafka:    $(ratio "$(q uring/max-throughput.json .broker.peakAnonRssBytes)" "$(q kafka/max-throughput.json .broker.peakAnonRssBytes)")x"
+		echo "issue 9 goals, medians of $ROUNDS rounds (kafka = Apache Kafka 4.1.1, uring/netpoll = ringbroker)"
+		goal "max-throughput rec/s, uring/kafka" "$(r uring kafka max-throughput .publish.recordsPerSec)" ">=" 2
 		if [[ " $BROKERS " == *" netpoll "* ]]; then
-			echo "max produce throughput, uring/netpoll:    $(ratio "$(q uring/max-throughput.json .publish.recordsPerSec)" "$(q netpoll/max-throughput.json .publish.recordsPerSec)")x   (goal > 1)"
-			echo "e2e p99 at $HALF_RATE rec/s, uring/netpoll:  $(ratio "$(q "uring/$half.json" '.e2e.latency.p99Ms')" "$(q "netpoll/$half.json" '.e2e.latency.p99Ms')")x   (goal < 1)"
+			goal "max-throughput rec/s, netpoll/kafka" "$(r netpoll kafka max-throughput .publish.recordsPerSec)" ">=" 1.5
+			goal "max-throughput broker CPU per record, netpoll/kafka" "$(r netpoll kafka max-throughput "$CPUREC")" "<=" 0.5
 		fi
+		goal "max-throughput broker CPU per record, uring/kafka" "$(r uring kafka max-throughput "$CPUREC")" "<=" 0.5
+		goal "e2e p99 at $HALF_RATE rec/s, uring/kafka" "$(r uring kafka "$half" .e2e.latency.p99Ms)" "<=" 0.5
+		goal "e2e p99.9 at $HALF_RATE rec/s, uring/kafka" "$(r uring kafka "$half" '.e2e.latency."p99.9Ms"')" "<=" 0.5
+		for w in $EXTRA; do
+			goal "$w e2e p99, uring/kafka" "$(r uring kafka "$w" .e2e.latency.p99Ms)" "<=" 0.3
+		done
+		if [[ " $BROKERS " == *" netpoll "* ]]; then
+			goal "max-throughput rec/s, uring/netpoll" "$(r uring netpoll max-throughput .publish.recordsPerSec)" ">=" 1.2
+			for w in $WORKLOADS_RUN; do
+				goal "$w e2e p99, uring/netpoll" "$(r uring netpoll "$w" .e2e.latency.p99Ms)" "<=" 1
+			done
+		fi
+		goal "peak RSS (lifetime VmHWM), uring/kafka" "$(ratio "$(hwm uring)" "$(hwm kafka)")" "<=" 1
+		goal "peak anon RSS at max-throughput, uring/kafka" "$(r uring kafka max-throughput '(.broker.peakAnonRssBytes // 0)')" "<=" 0.25
+		for name in $BROKERS; do
+			p50=$(med "$name" max-throughput .e2e.latency.p50Ms)
+			if [[ $name == kafka* ]]; then
+				printf '%-58s %6.0f ms (for reference)\n' "max-throughput e2e p50, $(label "$name")" "$p50"
+			else
+				printf '%-58s %6.0f ms (goal < 1000: %s)\n' "max-throughput e2e p50, $(label "$name")" "$p50" \
+					"$(awk -v v="$p50" 'BEGIN { print (v < 1000 ? "met" : "not met") }')"
+			fi
+		done
 	} | tee "$OUT/goals.txt" | tee -a "$LOG"
 fi
 
 # Charts as PNG too, for documents, when a headless browser is at hand.
 if command -v chromium >/dev/null && ((${#first[@]} > 1)); then
-	for w in max-throughput 1kb-fixed-rate-16p@half-kafka-max $EXTRA; do
+	for w in $WORKLOADS_RUN; do
 		svg="$OUT/$w/latency.svg"
 		height=$(grep -o 'height="[0-9]*"' "$svg" | head -1 | tr -dc 0-9)
 		chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size="960,$height" \
