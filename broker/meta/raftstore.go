@@ -101,7 +101,8 @@ func raftID(nodeID int32) uint64 { return uint64(nodeID) + 1 }
 
 // OpenRaft starts this controller's Raft node: it recovers the log in cfg.Dir (or founds the
 // quorum of cfg.Voters when the directory is empty, upgrading a single node's one-file log
-// found there) and listens on cfg.Listen. A quorum of one voter leads when OpenRaft returns.
+// found there) and listens on cfg.Listen. A quorum of one voter leads, with its whole log
+// applied to the image, when OpenRaft returns.
 func OpenRaft(cfg RaftConfig) (*RaftStore, error) {
 	if _, ok := cfg.Voters[cfg.NodeID]; ok == cfg.Learner {
 		if cfg.Learner {
@@ -168,15 +169,27 @@ func OpenRaft(cfg RaftConfig) (*RaftStore, error) {
 	return s, nil
 }
 
-// waitLeader waits for the sole voter to win the election it starts at once (raft.Node).
+// waitLeader waits for the sole voter to win the election it starts at once (raft.Node) and
+// to apply every entry of its log: leading alone is not enough, since the entries a restart
+// replays reach the image only as they are applied, and a broker that listened before then
+// would serve an image without the topics it had acknowledged.
 func (s *RaftStore) waitLeader(deadline time.Time) error {
-	for !s.node.IsLeader() {
+	for {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		st, err := s.node.Status(ctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("metadata quorum: sole voter %d: %w", s.cfg.NodeID, err)
+		}
+		if st.SoftState.State == raft.StateLeader && st.Applied >= st.LastIndex {
+			return nil
+		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("metadata quorum: sole voter %d did not lead within %v", s.cfg.NodeID, s.cfg.CommitTimeout)
+			return fmt.Errorf("metadata quorum: sole voter %d did not lead and apply its log (applied %d of %d) within %v",
+				s.cfg.NodeID, st.Applied, st.LastIndex, s.cfg.CommitTimeout)
 		}
 		time.Sleep(time.Millisecond)
 	}
-	return nil
 }
 
 // Addr is the controller listener's bound address.

@@ -229,3 +229,36 @@ func TestRaftStoreSoleVoter(t *testing.T) {
 		t.Fatal("a voter without a controller listener opened as one of two")
 	}
 }
+
+// TestRaftStoreSoleVoterReopensWithWholeLog restarts a sole voter whose log holds many entries
+// and checks the image holds all of them as soon as OpenRaft returns: a broker lists its
+// partitions from that image before it listens, so an entry applied later would be a topic
+// missing after a restart.
+func TestRaftStoreSoleVoterReopensWithWholeLog(t *testing.T) {
+	const topics = 2000
+	dir := t.TempDir()
+	s, err := openSoleVoter(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range topics {
+		if _, err := s.Commit(topicRecords(fmt.Sprintf("t%d", i), 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for restart := range 3 {
+		s, err = openSoleVoter(t, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(s.Image().Topics); n != topics {
+			t.Fatalf("restart %d: image holds %d of %d topics when OpenRaft returns", restart, n, topics)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
