@@ -157,12 +157,25 @@ type runner struct {
 	// [start, measureStart), the measured period [measureStart, end).
 	start, measureStart, end time.Time
 
-	phase     atomic.Int32
-	pub, e2e  side
-	foreign   atomic.Uint64 // consumed records without a plausible stamp
-	unsent    atomic.Uint64
-	firstErr  atomic.Pointer[string]
-	valuePool sync.Pool
+	phase    atomic.Int32
+	pub, e2e side
+	foreign  atomic.Uint64 // consumed records without a plausible stamp
+	unsent   atomic.Uint64
+	firstErr atomic.Pointer[string]
+	// sends recycles pendingRecords, so the steady state of a run allocates nothing per
+	// record on the producing side.
+	sends sync.Pool
+}
+
+// pendingRecord is one record between Produce and its promise. It is the record's Context
+// (wrapping the run's abort context, which fails the record when the drain time is up), so
+// the promise finds the intended send time in memory it touches anyway rather than by
+// reading the stamp back from a value buffer that went cold while the record was queued.
+type pendingRecord struct {
+	context.Context
+	rec      kgo.Record
+	value    []byte
+	intended time.Time
 }
 
 func newRunner(opts Options) (*runner, error) {
@@ -201,10 +214,10 @@ func newRunner(opts Options) (*runner, error) {
 	for i := range w.Topics {
 		r.topics = append(r.topics, fmt.Sprintf("%s-%s-%s-%d", opts.TopicPrefix, w.Name, hex.EncodeToString(id[:]), i))
 	}
-	r.valuePool.New = func() any {
-		b := make([]byte, len(payload))
-		copy(b, payload)
-		return &b
+	r.sends.New = func() any {
+		pr := &pendingRecord{value: make([]byte, len(payload))}
+		copy(pr.value, payload)
+		return pr
 	}
 	return r, nil
 }
@@ -461,10 +474,11 @@ func (r *runner) produce(sendCtx, abortCtx context.Context, p producer) {
 		if err != nil || !intended.Before(r.end) {
 			break
 		}
-		vp := r.valuePool.Get().(*[]byte)
-		v := *vp
-		PutStamp(v, intended)
-		rec := &kgo.Record{Topic: p.topic, Value: v}
+		pr := r.sends.Get().(*pendingRecord)
+		pr.Context, pr.intended = abortCtx, intended
+		PutStamp(pr.value, intended)
+		pr.rec = kgo.Record{Topic: p.topic, Value: pr.value, Context: pr}
+		rec := &pr.rec
 		switch w.KeyDistribution {
 		case KeyRandomNano:
 			rec.Key = strconv.AppendUint(nil, rng.Uint64(), 36)
@@ -482,11 +496,11 @@ func (r *runner) produce(sendCtx, abortCtx context.Context, p producer) {
 	}
 }
 
-// onAck records a produce outcome and recycles the record's value.
+// onAck records a produce outcome and recycles the record.
 func (r *runner) onAck(rec *kgo.Record, err error) {
 	now := time.Now()
-	intended, serr := ReadStamp(rec.Value)
-	if serr == nil && !intended.Before(r.start) && intended.Before(r.end) {
+	pr := rec.Context.(*pendingRecord)
+	if intended := pr.intended; !intended.Before(r.start) && intended.Before(r.end) {
 		if err != nil {
 			r.pub.errors.Add(1)
 			r.noteErr("produce", err)
@@ -494,8 +508,8 @@ func (r *runner) onAck(rec *kgo.Record, err error) {
 			r.pub.record(r.inWindow(intended), now.Sub(intended), len(rec.Value))
 		}
 	}
-	v := rec.Value
-	r.valuePool.Put(&v)
+	pr.rec, pr.Context = kgo.Record{}, nil
+	r.sends.Put(pr)
 }
 
 // consume polls one consumer client until ctx ends, recording end-to-end
