@@ -165,8 +165,9 @@ func (s *uringServer) shutdown(ctx context.Context) error {
 	return err
 }
 
-// checkKernel rejects kernels older than 6.0, which lack multishot recv, and
-// reports whether SEND_ZC can report copies (IORING_SEND_ZC_REPORT_USAGE, 6.2).
+// checkKernel rejects kernels older than 6.0, which lack SEND_ZC (the ring also
+// needs multishot accept and ring-mapped provided buffers, both 5.19), and reports
+// whether SEND_ZC can report copies (IORING_SEND_ZC_REPORT_USAGE, 6.2).
 func checkKernel() (zcReportUsage bool, err error) {
 	var u unix.Utsname
 	if err := unix.Uname(&u); err != nil {
@@ -178,7 +179,7 @@ func checkKernel() (zcReportUsage bool, err error) {
 		return false, fmt.Errorf("cannot parse kernel release %q", rel)
 	}
 	if major < 6 {
-		return false, fmt.Errorf("kernel %s lacks multishot recv; want 6.0 or later", rel)
+		return false, fmt.Errorf("kernel %s lacks io_uring SEND_ZC; want 6.0 or later", rel)
 	}
 	return major > 6 || minor >= 2, nil
 }
