@@ -227,6 +227,8 @@ cpu_jiffies() {
 bench() {
 	local name=$1 workload=$2 warmup=$3 load0 busy0 total0 busy1 total1 wall user sys
 	shift 3
+	# Each workload starts on a quiet machine, not in the load its predecessor left.
+	wait_quiet
 	echo "compare: $name: $workload (warmup $warmup, measured $DURATION) $*" | tee -a "$LOG"
 	load0=$(cut -d' ' -f1 /proc/loadavg)
 	read -r busy0 total0 < <(cpu_jiffies)
@@ -266,7 +268,6 @@ wait_quiet() {
 for round in $(seq "$ROUNDS"); do
 	RUN="$OUT/r$round"
 	for name in $BROKERS; do
-		wait_quiet
 		start_broker "$name"
 		warmup=$WARMUP
 		[[ $name == kafka && $round == 1 ]] && warmup=$KAFKA_WARMUP
