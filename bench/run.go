@@ -162,8 +162,8 @@ type runner struct {
 	foreign  atomic.Uint64 // consumed records without a plausible stamp
 	unsent   atomic.Uint64
 	firstErr atomic.Pointer[string]
-	// sends recycles pendingRecords, so the steady state of a run allocates nothing per
-	// record on the producing side.
+	// sends recycles pendingRecords, so the steady state of a run allocates no record and
+	// no value per send (keys, where the workload has them, are still allocated).
 	sends sync.Pool
 }
 
