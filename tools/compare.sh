@@ -3,7 +3,7 @@
 # (KRaft, single node), ringbroker with io_uring and ringbroker with netpoll,
 # one broker after the other on this machine with their logs on the same disk,
 # ROUNDS times interleaved (K U N K U N ...), each run only once the machine is
-# quiet (1-minute load at most LOAD_MAX, else a loud warning), and writes the
+# quiet (1-minute load below LOAD_MAX, else a loud warning), and writes the
 # medians with min-max, every run, the issue's goals and the comparison
 # (tables, HTML pages, latency charts of round 1) to $OUT.
 #
@@ -25,7 +25,7 @@
 #                  (small-messages 100-partitions; "" for none)
 #   BROKERS        which brokers, in order    (kafka uring netpoll)
 #   ROUNDS         how many times each broker runs, interleaved (K U N K U N ...) (3)
-#   LOAD_MAX       the 1-minute load above which a run waits before starting (1.0)
+#   LOAD_MAX       the 1-minute load at or above which a run waits before starting (1.0)
 #   LOAD_WAIT      how long it waits at most, then warns loudly and goes on (300 s)
 #   HALF_RATE      fixed rate when Kafka is not in BROKERS (records/s)
 #   PORT           client port of the broker under test (a free one; Kafka's controller PORT+1)
@@ -245,15 +245,15 @@ bench() {
 	echo "compare: $name: $workload: load $(cat "$RUN/$name/$workload.load")" | tee -a "$LOG"
 }
 
-# wait_quiet: waits (at most LOAD_WAIT s) until the 1-minute load is at most LOAD_MAX; if it
+# wait_quiet: waits (at most LOAD_WAIT s) until the 1-minute load is below LOAD_MAX; if it
 # stays above, warns loudly, and the warning goes at the top of summary.md.
 BUSY=""
 wait_quiet() {
 	local start=$SECONDS load
 	load=$(cut -d' ' -f1 /proc/loadavg)
-	while awk -v l="$load" -v m="$LOAD_MAX" 'BEGIN { exit !(l > m) }'; do
+	while awk -v l="$load" -v m="$LOAD_MAX" 'BEGIN { exit !(l >= m) }'; do
 		if ((SECONDS - start >= LOAD_WAIT)); then
-			echo "compare: WARNING: measured on a busy machine: load $load > $LOAD_MAX after ${LOAD_WAIT}s; do not quote these figures" | tee -a "$LOG" >&2
+			echo "compare: WARNING: measured on a busy machine: load $load >= $LOAD_MAX after ${LOAD_WAIT}s; do not quote these figures" | tee -a "$LOG" >&2
 			BUSY="$BUSY $load"
 			return
 		fi
@@ -322,7 +322,7 @@ done
 # summary.md: medians (min-max) over the rounds, then every run.
 {
 	if [[ -n $BUSY ]]; then
-		echo "**WARNING: measured on a busy machine (1-minute load$BUSY above $LOAD_MAX when runs began): do not quote these figures.**"
+		echo "**WARNING: measured on a busy machine (1-minute load$BUSY at or above $LOAD_MAX when runs began): do not quote these figures.**"
 		echo
 	fi
 	echo "Medians over $ROUNDS rounds (min-max), brokers interleaved in each round."
