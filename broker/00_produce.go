@@ -32,12 +32,24 @@ import (
 	"ringbroker/wire"
 )
 
-var produceAPI = &api{key: kmsg.Produce, minVersion: 3, advertiseFromZero: true, maxVersion: 13, handle: handleProduce}
+var produceAPI = &api{key: kmsg.Produce, minVersion: 3, advertiseFromZero: true, maxVersion: 13,
+	decode: decodeProduce, handle: handleProduce}
+
+// decodeProduce decodes into the request rc keeps, reusing its slices.
+func decodeProduce(rc *reqCtx, body []byte) (kmsg.Request, error) {
+	if err := wire.DecodeProduce(&rc.produce, body, rc.hdr.APIVersion); err != nil {
+		return nil, err
+	}
+	return &rc.produce, nil
+}
 
 func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.ProduceRequest)
-	resp := kmsg.NewPtrProduceResponse()
-	resp.Topics = make([]kmsg.ProduceResponseTopic, 0, len(req.Topics))
+	// The response is built in the one rc keeps, over the slices of its last use.
+	resp := &rc.produceResp
+	topics := resp.Topics[:0]
+	*resp = kmsg.NewProduceResponse()
+	resp.Topics = topics
 	tbl := b.parts.Load()
 	im := b.meta.Image()
 	anyErr := false
@@ -46,10 +58,13 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 	var waits []durableWait
 	for i := range req.Topics {
 		rt := &req.Topics[i]
-		st := kmsg.NewProduceResponseTopic()
+		var st *kmsg.ProduceResponseTopic
+		resp.Topics, st = extend(resp.Topics)
+		parts := st.Partitions[:0]
+		*st = kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
 		st.TopicID = rt.TopicID
-		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, 0, len(rt.Partitions))
+		st.Partitions = parts
 		var topic *meta.Topic
 		if req.Version >= 13 {
 			topic = im.TopicsByID[meta.UUID(rt.TopicID)]
@@ -62,7 +77,9 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 		}
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
-			sp := kmsg.NewProduceResponseTopicPartition()
+			var sp *kmsg.ProduceResponseTopicPartition
+			st.Partitions, sp = extend(st.Partitions)
+			*sp = kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
 			var code *kerr.Error
 			var msg string
@@ -83,9 +100,9 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 					}
 					break
 				}
-				code, msg = b.appendToPartition(p, &limits, rp.Records, req.Version, now, &sp)
+				code, msg = b.appendToPartition(p, &limits, rp.Records, req.Version, now, sp)
 				if code == nil && p.log.GroupCommit() {
-					waits = append(waits, durableWait{topic: len(resp.Topics), partition: len(st.Partitions), log: p.log, upto: p.log.LogEndOffset()})
+					waits = append(waits, durableWait{topic: i, partition: j, log: p.log, upto: p.log.LogEndOffset()})
 				}
 			}
 			if code != nil {
@@ -95,9 +112,7 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 					sp.ErrorMessage = kmsg.StringPtr(msg)
 				}
 			}
-			st.Partitions = append(st.Partitions, sp)
 		}
-		resp.Topics = append(resp.Topics, st)
 	}
 	if req.Acks == 0 {
 		for _, w := range waits {
@@ -115,6 +130,18 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 		return
 	}
 	rc.respond(resp)
+}
+
+// extend is s one element longer, and that element; within s's capacity the element keeps
+// the memory of its last use (slices inside it), for the caller to reuse or clear.
+func extend[T any](s []T) ([]T, *T) {
+	if len(s) < cap(s) {
+		s = s[:len(s)+1]
+	} else {
+		var zero T
+		s = append(s, zero)
+	}
+	return s, &s[len(s)-1]
 }
 
 // durableWait is a partition of a Produce response that waits for a group fsync.

@@ -61,7 +61,7 @@ func handleFetch(b *Broker, rc *reqCtx, r kmsg.Request) {
 	if wait > maxFetchWait {
 		wait = maxFetchWait
 	}
-	f := &fetchOp{b: b, rc: rc, req: req}
+	f := &fetchOp{b: b, rc: rc, cs: rc.cs, req: req}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.attemptLocked(wait <= 0) {
@@ -73,8 +73,10 @@ func handleFetch(b *Broker, rc *reqCtx, r kmsg.Request) {
 // fetchOp is one Fetch request, possibly parked on its partitions. Retries run on handler
 // workers: it is a task.
 type fetchOp struct {
-	b   *Broker
-	rc  *reqCtx
+	b  *Broker
+	rc *reqCtx // until the response goes out (done), when it is recycled
+	// cs is rc's connection, which wake-ups that come after the response still name.
+	cs  *connState
 	req *kmsg.FetchRequest
 
 	// queued is set while the fetch waits on a worker's queue, so a burst of appends costs one
@@ -97,7 +99,7 @@ func (f *fetchOp) queueNode() *mpsc.Node[task] { return &f.node }
 // wake queues a retry of f on a worker unless one is queued already.
 func (f *fetchOp) wake() {
 	if f.queued.CompareAndSwap(false, true) {
-		f.b.handlers.dispatch(f.rc.cs.c.Loop(), f.rc.cs.c.ID(), f)
+		f.b.handlers.dispatch(f.cs.c.Loop(), f.cs.c.ID(), f)
 	}
 }
 

@@ -20,6 +20,9 @@ type api struct {
 	// Otherwise decoded requests alias the request frame, which lives until the request is
 	// answered.
 	keepsRequest bool
+	// decode, when set, decodes the body into memory rc keeps for reuse instead of a new kmsg
+	// request, so that the API's steady traffic allocates nothing (Produce).
+	decode func(rc *reqCtx, body []byte) (kmsg.Request, error)
 	// handle runs on a handler worker and may block; it must eventually complete rc exactly
 	// once (respond, respondPieces, noResponse or closeConn), before or after it returns.
 	handle func(b *Broker, rc *reqCtx, req kmsg.Request)

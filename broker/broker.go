@@ -56,6 +56,9 @@ type Broker struct {
 	// reqPool is the request memory pool (queued.max.request.bytes): every request frame is
 	// received into a buffer from it and returns there once answered.
 	reqPool *mempool.Pool
+	// reqCtxs and sendBatches recycle what each request and each write of responses needs.
+	reqCtxs     reqCtxPool
+	sendBatches sendBatchPool
 	// handlers run the requests (num.io.threads); purgatory holds the ones that wait.
 	handlers   *handlerPool
 	purgatory  *purgatory

@@ -217,7 +217,8 @@ func (cs *connState) uncork() {
 // reqCtx is one request in flight: where and in which order its response goes. It owns the
 // request frame: everything decoded from it may alias the frame, which returns to the pool only
 // once the request is answered, whenever that is. An API whose code keeps request data after
-// answering declares keepsRequest and gets a decoded copy instead.
+// answering declares keepsRequest and gets a decoded copy instead. A reqCtx is recycled once
+// its response is written (reqCtxPool), so nothing may keep it after answering.
 type reqCtx struct {
 	cs       *connState
 	seq      uint64
@@ -226,13 +227,48 @@ type reqCtx struct {
 	start    time.Time
 	frame    []byte
 	answered atomic.Bool
+
+	// piece holds a response encoded by respond, in respBuf when that came from the request
+	// memory pool; done is what the API asked to run once the response is written.
+	piece   [1]ring.Piece
+	respBuf []byte
+	done    func()
+	// sentFn is rc.sent, bound once so that handing it to the connection allocates nothing.
+	sentFn func()
+	// produce and produceResp are the Produce request decoded into and the response built,
+	// kept with their slices from one request to the next.
+	produce     kmsg.ProduceRequest
+	produceResp kmsg.ProduceResponse
+}
+
+// reqCtxPool recycles request contexts with the decoding and response memory they keep, so
+// that a request of a steady shape allocates nothing.
+type reqCtxPool struct{ pool sync.Pool }
+
+// get is a context for request seq of cs, received in frame.
+func (p *reqCtxPool) get(cs *connState, seq uint64, frame []byte) *reqCtx {
+	rc, _ := p.pool.Get().(*reqCtx)
+	if rc == nil {
+		rc = &reqCtx{}
+		rc.sentFn = rc.sent
+	}
+	rc.cs, rc.seq, rc.start, rc.frame = cs, seq, time.Now(), frame
+	return rc
+}
+
+// put takes back a context whose response is written or dropped.
+func (p *reqCtxPool) put(rc *reqCtx) {
+	rc.cs, rc.hdr, rc.api, rc.frame, rc.respBuf, rc.done = nil, wire.RequestHeader{}, nil, nil, nil, nil
+	rc.piece[0] = ring.Piece{}
+	rc.answered.Store(false)
+	p.pool.Put(rc)
 }
 
 // handleFrame parses, decodes and runs one request. A request Kafka cannot parse closes the
 // connection after the responses before it.
 func (cs *connState) handleFrame(seq uint64, frame []byte) {
 	b := cs.b
-	rc := &reqCtx{cs: cs, seq: seq, start: time.Now(), frame: frame}
+	rc := b.reqCtxs.get(cs, seq, frame)
 	hdr, body, err := wire.ParseRequestHeader(frame)
 	if err != nil {
 		var unk *wire.UnsupportedRequestError
@@ -256,14 +292,20 @@ func (cs *connState) handleFrame(seq uint64, frame []byte) {
 		return
 	}
 	rc.api = a
-	req := kmsg.RequestForKey(hdr.APIKey)
-	req.SetVersion(hdr.APIVersion)
-	decode := req.(interface{ UnsafeReadFrom([]byte) error }).UnsafeReadFrom
-	if a.keepsRequest {
-		decode = req.ReadFrom
-		rc.hdr.ClientID = strings.Clone(hdr.ClientID)
+	var req kmsg.Request
+	if a.decode != nil {
+		req, err = a.decode(rc, body)
+	} else {
+		req = kmsg.RequestForKey(hdr.APIKey)
+		req.SetVersion(hdr.APIVersion)
+		if a.keepsRequest {
+			rc.hdr.ClientID = strings.Clone(hdr.ClientID)
+			err = req.ReadFrom(body)
+		} else {
+			err = req.(interface{ UnsafeReadFrom([]byte) error }).UnsafeReadFrom(body)
+		}
 	}
-	if err := decode(body); err != nil {
+	if err != nil {
 		rc.reject(fmt.Errorf("decode %s v%d: %w", kmsg.NameForKey(hdr.APIKey), hdr.APIVersion, err))
 		return
 	}
@@ -290,10 +332,11 @@ func (rc *reqCtx) respond(resp kmsg.Response) {
 	if start == nil || &buf[:1][0] != &start[:1][0] {
 		// Outgrown (or the pool was full): the heap copy is the response.
 		pool.Put(start)
-		rc.finishWith([]ring.Piece{ring.Bytes(buf)}, nil, false)
-		return
+		start = nil
 	}
-	rc.finishWith([]ring.Piece{ring.Bytes(buf)}, func() { pool.Put(start) }, false)
+	rc.respBuf = start
+	rc.piece[0] = ring.Bytes(buf)
+	rc.finishWith(rc.piece[:], nil, false)
 }
 
 // respondPieces queues an already-framed response; done runs once the kernel no longer
@@ -307,7 +350,8 @@ func (rc *reqCtx) noResponse() { rc.finishWith(nil, nil, false) }
 func (rc *reqCtx) closeConn() { rc.finishWith(nil, nil, true) }
 
 func (rc *reqCtx) finish(p ring.Piece, done func(), close bool) {
-	rc.finishWith([]ring.Piece{p}, done, close)
+	rc.piece[0] = p
+	rc.finishWith(rc.piece[:], done, close)
 }
 
 // finishWith answers the request exactly once: it gives the frame back, queues the response in
@@ -322,17 +366,23 @@ func (rc *reqCtx) finishWith(pieces []ring.Piece, done func(), close bool) {
 	}
 	cs.b.reqPool.Put(rc.frame)
 	rc.frame = nil
-	if pieces == nil {
-		cs.deliver(rc.seq, outgoing{done: done, close: close})
-		cs.responseGone()
-		return
+	rc.done = done
+	cs.deliver(rc.seq, outgoing{pieces: pieces, done: rc.sentFn, close: close})
+}
+
+// sent runs once the response is written, or dropped with the connection (at once for a
+// request without one): it gives back the response buffer, runs the API's done, lets the
+// connection read again if it waited for this and recycles rc.
+func (rc *reqCtx) sent() {
+	cs := rc.cs
+	if rc.respBuf != nil {
+		cs.b.reqPool.Put(rc.respBuf)
 	}
-	cs.deliver(rc.seq, outgoing{pieces: pieces, done: func() {
-		if done != nil {
-			done()
-		}
-		cs.responseGone()
-	}, close: close})
+	if rc.done != nil {
+		rc.done()
+	}
+	cs.responseGone()
+	cs.b.reqCtxs.put(rc)
 }
 
 // responseGone counts one response written (or dropped) and lets the connection read again
@@ -407,21 +457,17 @@ func (cs *connState) flushLocked() bool {
 	if len(corked) == 1 {
 		pieces, done = corked[0].pieces, corked[0].done
 	} else {
-		dones := make([]func(), 0, len(corked))
+		sb := cs.b.sendBatches.get()
 		for _, o := range corked {
-			pieces = append(pieces, o.pieces...)
+			sb.pieces = append(sb.pieces, o.pieces...)
 			if o.done != nil {
-				dones = append(dones, o.done)
+				sb.dones = append(sb.dones, o.done)
 			}
 		}
-		done = func() {
-			for _, d := range dones {
-				d()
-			}
-		}
+		pieces, done = sb.pieces, sb.doneFn
 	}
 	clear(corked)
-	if pieces == nil {
+	if len(pieces) == 0 {
 		if done != nil {
 			done()
 		}
@@ -439,6 +485,38 @@ func (cs *connState) flushLocked() bool {
 		return false
 	}
 	return true
+}
+
+// sendBatch is the corked responses of one connection written with one Send: their pieces
+// end to end and their dones, run together once the write is done.
+type sendBatch struct {
+	pieces []ring.Piece
+	dones  []func()
+	doneFn func() // sb.done, bound once
+	home   *sendBatchPool
+}
+
+// done runs the responses' dones and recycles the batch.
+func (sb *sendBatch) done() {
+	for _, d := range sb.dones {
+		d()
+	}
+	clear(sb.pieces)
+	clear(sb.dones)
+	sb.pieces, sb.dones = sb.pieces[:0], sb.dones[:0]
+	sb.home.pool.Put(sb)
+}
+
+// sendBatchPool recycles send batches, so that corked responses go out without allocating.
+type sendBatchPool struct{ pool sync.Pool }
+
+func (p *sendBatchPool) get() *sendBatch {
+	sb, _ := p.pool.Get().(*sendBatch)
+	if sb == nil {
+		sb = &sendBatch{home: p}
+		sb.doneFn = sb.done
+	}
+	return sb
 }
 
 // pieceSize is the length of a response piece.

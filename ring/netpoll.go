@@ -31,6 +31,7 @@ type npServer struct {
 	bufSize int
 	nextID  atomic.Uint64
 	st      ringCounters
+	items   outItems
 
 	stop     chan struct{} // closed when Shutdown starts
 	acceptWG sync.WaitGroup
@@ -178,11 +179,13 @@ func (c *npConn) Loop() int { return 0 }
 // Send implements Conn: with nothing queued it writes at once from the calling goroutine,
 // without blocking; the rest goes to the writer goroutine.
 func (c *npConn) Send(pieces []Piece, done func()) error {
-	it := newOutItem(pieces, done)
+	it := c.s.items.get(pieces, done)
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return fmt.Errorf("send %d bytes on conn %d: %w", it.left, c.id, ErrClosed)
+		left := it.left
+		c.s.items.put(it)
+		return fmt.Errorf("send %d bytes on conn %d: %w", left, c.id, ErrClosed)
 	}
 	if c.writing || len(c.queue) > 0 {
 		c.queue = append(c.queue, it)
@@ -204,9 +207,7 @@ func (c *npConn) Send(pieces []Piece, done func()) error {
 		if more {
 			c.notify()
 		}
-		if done != nil {
-			done()
-		}
+		it.release()
 		return nil
 	case errors.Is(err, unix.EAGAIN):
 		c.s.st.directBlocked.Add(1)
@@ -218,10 +219,9 @@ func (c *npConn) Send(pieces []Piece, done func()) error {
 		return nil
 	default:
 		c.mu.Unlock()
-		if done != nil {
-			done()
-		}
-		c.abort(fmt.Errorf("send %d bytes on conn %d to %s: %w", it.left, c.id, c.nc.RemoteAddr(), err))
+		left := it.left
+		it.release()
+		c.abort(fmt.Errorf("send %d bytes on conn %d to %s: %w", left, c.id, c.nc.RemoteAddr(), err))
 		return nil
 	}
 }
@@ -461,9 +461,7 @@ func (c *npConn) writeLoop() {
 		switch {
 		case aborted:
 			for _, it := range q {
-				if it.done != nil {
-					it.done()
-				}
+				it.release()
 			}
 			c.dropQueue()
 			return
@@ -478,19 +476,16 @@ func (c *npConn) writeLoop() {
 			n, err := c.writeAll(it)
 			c.s.st.bytesOut.Add(uint64(n))
 			c.s.st.sends.Add(1)
-			if it.done != nil {
-				it.done()
-			}
+			left := it.left
+			it.release()
 			if err != nil {
 				for _, rest := range q[i+1:] {
-					if rest.done != nil {
-						rest.done()
-					}
+					rest.release()
 				}
 				c.mu.Lock()
 				c.writing = false
 				c.mu.Unlock()
-				c.abort(fmt.Errorf("send %d bytes on conn %d to %s: %w", it.left, c.id, c.nc.RemoteAddr(), err))
+				c.abort(fmt.Errorf("send %d bytes on conn %d to %s: %w", left, c.id, c.nc.RemoteAddr(), err))
 				break
 			}
 		}
@@ -507,8 +502,6 @@ func (c *npConn) dropQueue() {
 	c.queue = nil
 	c.mu.Unlock()
 	for _, it := range q {
-		if it.done != nil {
-			it.done()
-		}
+		it.release()
 	}
 }

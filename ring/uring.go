@@ -229,6 +229,7 @@ type uring struct {
 	zcWant     int    // Config.SendZCThreshold
 	zcLoopback bool   // Config.SendZCLoopback
 	zcFlags    uint16 // SEND_ZC flags (sqe ioprio)
+	items      outItems
 
 	ring        *giouring.Ring
 	fd          int      // the ring's descriptor, for enterBlocking

@@ -82,11 +82,13 @@ func (c *uconn) Loop() int { return c.r.idx }
 // Send implements Conn. With nothing queued for the socket it writes at once from the calling
 // goroutine with non-blocking calls; the rest, and every Send meanwhile, goes to the loop.
 func (c *uconn) Send(pieces []Piece, done func()) error {
-	it := newOutItem(pieces, done)
+	it := c.r.items.get(pieces, done)
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return fmt.Errorf("send %d bytes on conn %d: %w", it.left, c.id, ErrClosed)
+		left := it.left
+		c.r.items.put(it)
+		return fmt.Errorf("send %d bytes on conn %d: %w", left, c.id, ErrClosed)
 	}
 	// Large memory sends to peers that get SEND_ZC go through the loop, which submits them.
 	zc := c.r.zcThreshold > 0 && !c.noZC && it.left >= c.r.zcThreshold && !it.atFile()
@@ -137,8 +139,8 @@ func (c *uconn) Send(pieces []Piece, done func()) error {
 	if notify {
 		c.r.post(c)
 	}
-	if it != nil && done != nil {
-		done()
+	if it != nil {
+		it.release()
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"sync"
 	"syscall"
 	"unsafe"
 
@@ -18,18 +19,35 @@ type outItem struct {
 	left   int // bytes not yet written
 	idx    int // write cursor: pieces[idx] from byte off is next
 	off    int
-	// refs counts holders in the io_uring backend: 1 while queued plus one per send op that
-	// covers it. done runs when it drops to zero, which happens exactly once.
+	// refs counts holders: 1 while queued (or written directly) plus, in the io_uring backend,
+	// one per send op that covers it. done runs when it drops to zero, which happens exactly
+	// once, and the item goes back to home.
 	refs int
+	home *outItems
 }
 
-func newOutItem(pieces []Piece, done func()) *outItem {
-	it := &outItem{pieces: pieces, done: done, refs: 1}
+// outItems recycles the items of one server's connections, so that a Send allocates nothing
+// at steady state. Items are released from any goroutine.
+type outItems struct{ pool sync.Pool }
+
+// get is an item for one Send call, holding one reference.
+func (p *outItems) get(pieces []Piece, done func()) *outItem {
+	it, _ := p.pool.Get().(*outItem)
+	if it == nil {
+		it = &outItem{}
+	}
+	*it = outItem{pieces: pieces, done: done, refs: 1, home: p}
 	for i := range pieces {
 		it.left += pieces[i].size()
 	}
 	it.skipEmpty()
 	return it
+}
+
+// put returns an item nothing refers to any more, without running its done.
+func (p *outItems) put(it *outItem) {
+	*it = outItem{}
+	p.pool.Put(it)
 }
 
 // skipEmpty moves the cursor past empty pieces.
@@ -40,10 +58,17 @@ func (it *outItem) skipEmpty() {
 	}
 }
 
+// release drops one reference; the last runs done and recycles the item, which the caller
+// must not touch after that.
 func (it *outItem) release() {
 	it.refs--
-	if it.refs == 0 && it.done != nil {
-		it.done()
+	if it.refs > 0 {
+		return
+	}
+	done := it.done
+	it.home.put(it)
+	if done != nil {
+		done()
 	}
 }
 

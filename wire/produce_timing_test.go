@@ -1,6 +1,10 @@
 package wire
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
 
 // BenchmarkDecodeProduce decodes a Produce v9 request carrying 16
 // partitions with one 16 KiB batch (21 records, 16 of them with a
@@ -13,6 +17,7 @@ func BenchmarkDecodeProduce(b *testing.B) {
 			name = "decode+validate"
 		}
 		b.Run(name, func(b *testing.B) {
+			req := new(kmsg.ProduceRequest)
 			b.SetBytes(int64(len(frame)))
 			b.ReportAllocs()
 			for b.Loop() {
@@ -20,8 +25,7 @@ func BenchmarkDecodeProduce(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				req, err := DecodeProduce(body, h.APIVersion)
-				if err != nil {
+				if err := DecodeProduce(req, body, h.APIVersion); err != nil {
 					b.Fatal(err)
 				}
 				if !validate {
