@@ -19,6 +19,7 @@ package broker
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -58,8 +59,9 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 	var waits []durableWait
 	for i := range req.Topics {
 		rt := &req.Topics[i]
-		var st *kmsg.ProduceResponseTopic
-		resp.Topics, st = extend(resp.Topics)
+		// Within capacity the grown element keeps the memory of its last use: its partitions.
+		resp.Topics = slices.Grow(resp.Topics, 1)[:i+1]
+		st := &resp.Topics[i]
 		parts := st.Partitions[:0]
 		*st = kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
@@ -77,8 +79,8 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 		}
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
-			var sp *kmsg.ProduceResponseTopicPartition
-			st.Partitions, sp = extend(st.Partitions)
+			st.Partitions = slices.Grow(st.Partitions, 1)[:j+1]
+			sp := &st.Partitions[j]
 			*sp = kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
 			var code *kerr.Error
@@ -130,18 +132,6 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 		return
 	}
 	rc.respond(resp)
-}
-
-// extend is s one element longer, and that element; within s's capacity the element keeps
-// the memory of its last use (slices inside it), for the caller to reuse or clear.
-func extend[T any](s []T) ([]T, *T) {
-	if len(s) < cap(s) {
-		s = s[:len(s)+1]
-	} else {
-		var zero T
-		s = append(s, zero)
-	}
-	return s, &s[len(s)-1]
 }
 
 // durableWait is a partition of a Produce response that waits for a group fsync.

@@ -354,8 +354,8 @@ func (rc *reqCtx) finish(p ring.Piece, done func(), close bool) {
 	rc.finishWith(rc.piece[:], done, close)
 }
 
-// finishWith answers the request exactly once: it gives the frame back, queues the response in
-// order and lets the connection read again if it waited for this answer.
+// finishWith answers the request exactly once: it gives the frame back and queues the response
+// in order; sent completes it once the response is written.
 func (rc *reqCtx) finishWith(pieces []ring.Piece, done func(), close bool) {
 	if !rc.answered.CompareAndSwap(false, true) {
 		panic(fmt.Sprintf("request %d of conn %d answered twice", rc.seq, rc.cs.c.ID()))
