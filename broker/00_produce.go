@@ -22,6 +22,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +30,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringbroker/broker/meta"
+	"ringbroker/internal/timingwheel"
 	rlog "ringbroker/log"
 	"ringbroker/wire"
 )
@@ -56,7 +58,7 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 	anyErr := false
 	validAcks := req.Acks == 0 || req.Acks == 1 || req.Acks == -1
 	now := time.Now()
-	var waits []durableWait
+	var waits []produceWait
 	for i := range req.Topics {
 		rt := &req.Topics[i]
 		// Within capacity the grown element keeps the memory of its last use: its partitions.
@@ -93,7 +95,7 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 			case topic == nil:
 				code = kerr.UnknownTopicOrPartition
 			default:
-				p := tbl.lookupID(topic.ID, rp.Partition)
+				p := tbl.leaderID(topic.ID, rp.Partition)
 				if p == nil {
 					if rp.Partition >= 0 && int(rp.Partition) < len(topic.Partitions) {
 						code = kerr.NotLeaderForPartition
@@ -102,9 +104,20 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 					}
 					break
 				}
-				code, msg = b.appendToPartition(p, &limits, rp.Records, req.Version, now, sp)
-				if code == nil && p.log.GroupCommit() {
-					waits = append(waits, durableWait{topic: i, partition: j, log: p.log, upto: p.log.LogEndOffset()})
+				if st := p.state(); req.Acks == -1 && len(st.isr) < st.minISR {
+					code, msg = kerr.NotEnoughReplicas, "The size of the current ISR "+strconv.Itoa(len(st.isr))+" is insufficient to satisfy the min.isr requirement of "+strconv.Itoa(st.minISR)
+					break
+				}
+				var upto int64
+				code, msg, upto = b.appendToPartition(p, &limits, rp.Records, req.Version, now, sp)
+				if code != nil {
+					break
+				}
+				if p.log.GroupCommit() {
+					waits = append(waits, produceWait{topic: i, partition: j, p: p, upto: upto, fsync: true})
+				}
+				if req.Acks == -1 && p.highWatermark() < upto {
+					waits = append(waits, produceWait{topic: i, partition: j, p: p, upto: upto})
 				}
 			}
 			if code != nil {
@@ -118,7 +131,9 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 	}
 	if req.Acks == 0 {
 		for _, w := range waits {
-			w.log.SyncAsync(w.upto, ignoreSyncResult)
+			if w.fsync {
+				w.p.log.SyncAsync(w.upto, b.afterSync(w.p))
+			}
 		}
 		if anyErr {
 			rc.closeConn()
@@ -128,41 +143,105 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 		return
 	}
 	if len(waits) > 0 {
-		respondWhenDurable(rc, resp, waits)
+		b.respondWhenDone(rc, resp, waits, time.Duration(req.TimeoutMillis)*time.Millisecond)
 		return
 	}
 	rc.respond(resp)
 }
 
-// durableWait is a partition of a Produce response that waits for a group fsync.
-type durableWait struct {
+// produceWait is a partition of a Produce response that waits: for a group fsync (fsync), or
+// for the high watermark to pass its batch (acks=all with followers).
+type produceWait struct {
 	topic, partition int // indexes into the response
-	log              *rlog.Log
+	p                *partition
 	upto             int64 // the log end offset after the append
+	fsync            bool
 }
 
-func ignoreSyncResult(error) {}
+// afterSync is the completion of a group fsync of p: the high watermark may move over the
+// fsynced records, and fetches waiting on it look again.
+func (b *Broker) afterSync(p *partition) func(error) {
+	return func(err error) {
+		if err == nil {
+			p.afterLeaderAppend(b.cfg.NodeID)
+			p.wakeWaiters()
+		}
+	}
+}
 
-// respondWhenDurable sends resp once every waited partition is fsynced. The callbacks run on
-// the logs' flusher goroutines; the last one to finish responds.
-func respondWhenDurable(rc *reqCtx, resp *kmsg.ProduceResponse, waits []durableWait) {
+// produceOutcome collects the waits of one Produce response; the last one settled sends it.
+type produceOutcome struct {
+	rc      *reqCtx
+	resp    *kmsg.ProduceResponse
+	waits   []produceWait
+	settled []atomic.Bool
+	left    atomic.Int32
+	mu      sync.Mutex // guards the response's partitions while waits settle concurrently
+	timer   atomic.Pointer[timingwheel.Timer]
+	b       *Broker
+}
+
+// settle records the outcome of wait i, once: nil, or the error its partition answers.
+func (o *produceOutcome) settle(i int, code *kerr.Error, msg string) {
+	if o.settled[i].Swap(true) {
+		return
+	}
+	if code != nil {
+		w := o.waits[i]
+		o.mu.Lock()
+		sp := &o.resp.Topics[w.topic].Partitions[w.partition]
+		sp.ErrorCode = code.Code
+		sp.BaseOffset = -1
+		if msg != "" && o.rc.hdr.APIVersion >= 8 {
+			sp.ErrorMessage = kmsg.StringPtr(msg)
+		}
+		o.mu.Unlock()
+	}
+	if o.left.Add(-1) == 0 {
+		if t := o.timer.Load(); t != nil {
+			o.b.purgatory.cancel(t)
+		}
+		o.rc.respond(o.resp)
+	}
+}
+
+// respondWhenDone sends resp once every wait is settled: group fsyncs by their flusher
+// goroutines, high-watermark waits by the fetches that move it, by a change of leadership
+// (NOT_LEADER_OR_FOLLOWER) or, after timeout, by the purgatory (REQUEST_TIMED_OUT), as
+// Kafka's DelayedProduce.
+func (b *Broker) respondWhenDone(rc *reqCtx, resp *kmsg.ProduceResponse, waits []produceWait, timeout time.Duration) {
 	// The topic names alias the request frame, which lives until the response is encoded.
-	var left atomic.Int32
-	left.Store(int32(len(waits)))
+	o := &produceOutcome{rc: rc, resp: resp, waits: waits, settled: make([]atomic.Bool, len(waits)), b: b}
+	o.left.Store(int32(len(waits)))
+	hwWaits := false
 	for _, w := range waits {
-		w.log.SyncAsync(w.upto, func(err error) {
-			if err != nil {
-				sp := &resp.Topics[w.topic].Partitions[w.partition]
-				sp.ErrorCode = kerr.KafkaStorageError.Code
-				sp.BaseOffset = -1
-				if rc.hdr.APIVersion >= 8 {
-					sp.ErrorMessage = kmsg.StringPtr(err.Error())
+		hwWaits = hwWaits || !w.fsync
+	}
+	if hwWaits {
+		o.timer.Store(b.purgatory.after(time.Now().Add(timeout), func() {
+			for i, w := range waits {
+				if !w.fsync {
+					o.settle(i, kerr.RequestTimedOut, "")
 				}
 			}
-			if left.Add(-1) == 0 {
-				rc.respond(resp)
-			}
-		})
+		}))
+	}
+	for i, w := range waits {
+		if w.fsync {
+			after := b.afterSync(w.p)
+			w.p.log.SyncAsync(w.upto, func(err error) {
+				after(err)
+				if err != nil {
+					o.settle(i, kerr.KafkaStorageError, err.Error())
+					return
+				}
+				o.settle(i, nil, "")
+			})
+			continue
+		}
+		if !w.p.waitHW(w.upto, func(code *kerr.Error) { o.settle(i, code, "") }) {
+			o.settle(i, nil, "")
+		}
 	}
 }
 
@@ -199,22 +278,23 @@ func (b *Broker) produceLimitsOf(topic *meta.Topic) produceLimits {
 	return l
 }
 
-// appendToPartition validates and appends one partition's records and fills sp.
-func (b *Broker) appendToPartition(p *partition, limits *produceLimits, records []byte, version int16, now time.Time, sp *kmsg.ProduceResponseTopicPartition) (*kerr.Error, string) {
+// appendToPartition validates and appends one partition's records and fills sp. upto is the
+// offset after the batch: what the high watermark must reach for acks=all.
+func (b *Broker) appendToPartition(p *partition, limits *produceLimits, records []byte, version int16, now time.Time, sp *kmsg.ProduceResponseTopicPartition) (code *kerr.Error, msg string, upto int64) {
 	sum, err := wire.ValidateProduce(records, version, limits.maxBytes)
 	if err != nil {
 		var be *wire.BatchError
 		if errors.As(err, &be) {
-			return be.Code, err.Error()
+			return be.Code, err.Error(), 0
 		}
-		return kerr.CorruptMessage, err.Error()
+		return kerr.CorruptMessage, err.Error(), 0
 	}
 	if sum.First.Transactional {
-		return kerr.InvalidRecord, "transactional batches need the transaction coordinator, which ringbroker does not have yet"
+		return kerr.InvalidRecord, "transactional batches need the transaction coordinator, which ringbroker does not have yet", 0
 	}
 	if limits.compacted {
 		if code, msg := b.checkCompactedKeys(p.topic, p.index, records); code != nil {
-			return code, msg
+			return code, msg, 0
 		}
 	}
 	batch := wire.Batch(records)
@@ -222,13 +302,13 @@ func (b *Broker) appendToPartition(p *partition, limits *produceLimits, records 
 	if logAppendTime {
 		batch.SetLogAppendTime(now.UnixMilli())
 	} else if code, msg := checkTimestamps(limits, batch, now); code != nil {
-		return code, msg
+		return code, msg, 0
 	}
 	p.appendMu.Lock()
 	res, err := p.log.Append(records)
 	p.appendMu.Unlock()
 	if err != nil {
-		return appendErrorCode(err), err.Error()
+		return appendErrorCode(err), err.Error(), 0
 	}
 	sp.BaseOffset = res.BaseOffset
 	sp.LogStartOffset = res.LogStartOffset
@@ -238,9 +318,10 @@ func (b *Broker) appendToPartition(p *partition, limits *produceLimits, records 
 	}
 	if !res.Duplicate {
 		b.metrics.topicBytesIn(p.topic, len(records))
+		p.afterLeaderAppend(b.cfg.NodeID)
 		p.wakeWaiters()
 	}
-	return nil, ""
+	return nil, "", res.LastOffset + 1
 }
 
 // checkTimestamps applies message.timestamp.before.max.ms and after.max.ms to CreateTime

@@ -13,8 +13,10 @@ package broker
 // them (or, with io.fetch.sendfile, ranges of the segment files written with sendfile); the
 // segments are held until the kernel is done with them.
 // Fetch sessions (KIP-227) are not created: every response carries session id 0, which clients
-// treat as "full fetch each time". v13+ names topics by id. Follower fetches have no followers to
-// serve yet and are refused.
+// treat as "full fetch each time". v13+ names topics by id. A follower's fetch (a replica id,
+// v15+ in ReplicaState) reads up to the log end instead of the high watermark, records how far
+// the follower has come (which moves the high watermark and may add it to the ISR), and, with
+// its last fetched epoch (v12+), is told of a divergence (DivergingEpoch) to truncate to.
 
 import (
 	"errors"
@@ -44,11 +46,9 @@ const maxFetchWait = 5 * time.Minute
 
 func handleFetch(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.FetchRequest)
-	if req.ReplicaID >= 0 || (req.Version >= 15 && req.ReplicaState.ID >= 0) {
-		resp := kmsg.NewPtrFetchResponse()
-		resp.ErrorCode = kerr.UnsupportedVersion.Code
-		rc.respond(resp)
-		return
+	replica := req.ReplicaID
+	if req.Version >= 15 {
+		replica = req.ReplicaState.ID
 	}
 	if req.SessionID != 0 {
 		// We never hand out sessions, so any id is unknown.
@@ -61,7 +61,7 @@ func handleFetch(b *Broker, rc *reqCtx, r kmsg.Request) {
 	if wait > maxFetchWait {
 		wait = maxFetchWait
 	}
-	f := &fetchOp{b: b, rc: rc, cs: rc.cs, req: req}
+	f := &fetchOp{b: b, rc: rc, cs: rc.cs, req: req, replica: replica}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.attemptLocked(wait <= 0) {
@@ -78,6 +78,9 @@ type fetchOp struct {
 	// cs is rc's connection, which wake-ups that come after the response still name.
 	cs  *connState
 	req *kmsg.FetchRequest
+	// replica is the fetching follower's node id, or -1 for a consumer. A follower reads up to
+	// the log end, a consumer up to the high watermark.
+	replica int32
 
 	// queued is set while the fetch waits on a worker's queue, so a burst of appends costs one
 	// retry, not one per append, and the task is never queued twice.
@@ -122,9 +125,19 @@ func (f *fetchOp) run() {
 	f.attemptLocked(final)
 }
 
+// readLimit is the offset f reads up to in p: the log end for a follower, the high watermark
+// for a consumer.
+func (f *fetchOp) readLimit(p *partition) int64 {
+	if f.replica >= 0 {
+		return p.log.LogEndOffset()
+	}
+	return p.highWatermark()
+}
+
 // park registers f on its partitions, once; later attempts that park again keep it there.
-// seen[i] is the log end offset touched[i] had when the attempt read it: an append that came
-// between that read and the registration would find no waiter, so it is checked for here.
+// seen[i] is the read limit touched[i] had when the attempt read it: an append (or a move of
+// the high watermark) that came between that read and the registration would find no waiter,
+// so it is checked for here.
 func (f *fetchOp) park(touched []*partition, seen []int64) {
 	if f.parked != nil {
 		return
@@ -139,7 +152,7 @@ func (f *fetchOp) park(touched []*partition, seen []int64) {
 		p.waitMu.Unlock()
 	}
 	for i, p := range touched {
-		if p.log.LogEndOffset() != seen[i] {
+		if f.readLimit(p) != seen[i] {
 			f.wake()
 			return
 		}
@@ -156,7 +169,8 @@ func (f *fetchOp) unpark() {
 	f.parked = nil
 }
 
-// wakeWaiters makes every fetch parked on p look again; Produce calls it after each append. A
+// wakeWaiters makes every fetch parked on p look again; Produce calls it after each append and
+// the high watermark's moves call it too. A
 // fetch stays registered until it completes, so waking costs nothing when no fetch waits and
 // does not pile up stale registrations when one does.
 func (p *partition) wakeWaiters() {
@@ -192,7 +206,8 @@ func (f *fetchOp) attemptLocked(final bool) bool {
 	}
 	anyErr := false
 	var touched []*partition
-	var seen []int64 // log end offsets of touched, as read
+	var seen []int64 // read limits of touched, as read
+	now := time.Now()
 	for i := range req.Topics {
 		rt := &req.Topics[i]
 		var topic *meta.Topic
@@ -215,7 +230,7 @@ func (f *fetchOp) attemptLocked(final bool) bool {
 			case topic == nil:
 				fp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			default:
-				p = tbl.lookupID(topic.ID, rp.Partition)
+				p = tbl.leaderID(topic.ID, rp.Partition)
 				if p == nil {
 					fp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 					if rp.Partition >= 0 && int(rp.Partition) < len(topic.Partitions) {
@@ -231,25 +246,44 @@ func (f *fetchOp) attemptLocked(final bool) bool {
 				w.AddPartition(fp, noRecords)
 				continue
 			}
-			hw := p.log.LogEndOffset()
+			hw, leo := p.highWatermark(), p.log.LogEndOffset()
+			upto := hw
+			if f.replica >= 0 {
+				upto = leo
+			}
 			touched = append(touched, p)
-			seen = append(seen, hw)
+			seen = append(seen, upto)
 			fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset = hw, hw, p.log.LogStartOffset()
-			if rp.FetchOffset < fp.LogStartOffset || rp.FetchOffset > hw {
+			if rp.FetchOffset < fp.LogStartOffset || rp.FetchOffset > leo {
 				fp.ErrorCode = kerr.OffsetOutOfRange.Code
 				anyErr = true
 				w.AddPartition(fp, noRecords)
 				continue
 			}
+			if req.Version >= 12 && rp.LastFetchedEpoch >= 0 {
+				// KIP-595/KIP-320: a fetcher whose last fetched epoch ends earlier here, or is
+				// not known here, diverged and is told where to truncate to.
+				ep, end := p.log.EndOffsetForEpoch(rp.LastFetchedEpoch)
+				if ep < rp.LastFetchedEpoch || end < rp.FetchOffset {
+					fp.DivergingEpoch = &wire.FetchDivergingEpoch{Epoch: ep, EndOffset: end}
+					anyErr = true
+					w.AddPartition(fp, noRecords)
+					continue
+				}
+			}
+			if f.replica >= 0 {
+				b.followerFetched(p, f.replica, rp.FetchOffset, now)
+				fp.HighWatermark, fp.LastStableOffset = p.highWatermark(), p.highWatermark()
+			}
 			limit := int(rp.PartitionMaxBytes)
 			if room := maxBytes - total; room < limit {
 				limit = room
 			}
-			if rp.FetchOffset == hw || limit <= 0 && total > 0 {
+			if rp.FetchOffset >= upto || limit <= 0 && total > 0 {
 				w.AddPartition(fp, noRecords)
 				continue
 			}
-			rr, err := p.log.Read(rp.FetchOffset, max(limit, 0), hw, total == 0)
+			rr, err := p.log.Read(rp.FetchOffset, max(limit, 0), upto, total == 0)
 			if err != nil {
 				if errors.Is(err, rlog.ErrOffsetOutOfRange) {
 					fp.ErrorCode = kerr.OffsetOutOfRange.Code

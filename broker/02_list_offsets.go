@@ -39,7 +39,7 @@ func handleListOffsets(b *Broker, rc *reqCtx, r kmsg.Request) {
 			sp.Offset = -1
 			var p *partition
 			if topic != nil {
-				p = tbl.lookupID(topic.ID, rp.Partition)
+				p = tbl.leaderID(topic.ID, rp.Partition)
 			}
 			switch {
 			case p == nil:
@@ -52,7 +52,7 @@ func handleListOffsets(b *Broker, rc *reqCtx, r kmsg.Request) {
 				case ts == -2 || ts == -4:
 					sp.Offset = p.log.LogStartOffset()
 				case ts == -1:
-					sp.Offset = p.log.LogEndOffset()
+					sp.Offset = p.highWatermark()
 				case ts == -3:
 					if off, t, ok := p.log.MaxTimestampOffset(); ok {
 						sp.Offset, sp.Timestamp = off, t

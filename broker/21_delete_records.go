@@ -45,7 +45,7 @@ func handleDeleteRecords(b *Broker, rc *reqCtx, r kmsg.Request) {
 			sp.LowWatermark = -1
 			var p *partition
 			if topic != nil {
-				p = tbl.lookupID(topic.ID, rp.Partition)
+				p = tbl.leaderID(topic.ID, rp.Partition)
 			}
 			switch {
 			case topic == nil || rp.Partition < 0 || int(rp.Partition) >= len(topic.Partitions):
@@ -55,7 +55,11 @@ func handleDeleteRecords(b *Broker, rc *reqCtx, r kmsg.Request) {
 			default:
 				offset := rp.Offset
 				if offset == deleteRecordsHighWatermark {
-					offset = p.log.LogEndOffset() // the high watermark on a single replica
+					offset = p.highWatermark()
+				}
+				if offset > p.highWatermark() {
+					sp.ErrorCode = kerr.OffsetOutOfRange.Code
+					break
 				}
 				before := p.log.LogStartOffset()
 				low, err := p.log.DeleteRecordsBefore(offset)

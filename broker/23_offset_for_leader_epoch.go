@@ -33,7 +33,7 @@ func handleOffsetForLeaderEpoch(b *Broker, rc *reqCtx, r kmsg.Request) {
 			sp.EndOffset = -1
 			var p *partition
 			if topic != nil {
-				p = tbl.lookupID(topic.ID, rp.Partition)
+				p = tbl.leaderID(topic.ID, rp.Partition)
 			}
 			switch {
 			case req.ReplicaID >= 0:

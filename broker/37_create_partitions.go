@@ -74,17 +74,32 @@ func (b *Broker) planPartitions(im *meta.Image, t kmsg.CreatePartitionsRequestTo
 	if t.Assignment != nil && int32(len(t.Assignment)) != add {
 		return kerr.InvalidReplicaAssignment, fmt.Sprintf("Increasing the number of partitions by %d but %d assignments provided.", add, len(t.Assignment)), nil
 	}
-	var recs []meta.Record
-	placed := b.placeReplicas(im, add)
-	for i := int32(0); i < add; i++ {
-		reps := placed[i]
-		if t.Assignment != nil {
-			reps = t.Assignment[i].Replicas
-			if msg := b.checkReplicas(im, reps); msg != "" {
+	rf := len(topic.Partitions[0].Replicas)
+	var placed [][]int32
+	if t.Assignment != nil {
+		for _, a := range t.Assignment {
+			if msg := b.checkReplicas(im, a.Replicas); msg != "" {
 				return kerr.InvalidReplicaAssignment, msg, nil
 			}
+			placed = append(placed, a.Replicas)
 		}
-		recs = append(recs, meta.Record{Type: meta.TypePartition, TopicID: topic.ID, Partition: cur + i, Replicas: reps, ISR: reps, Leader: reps[0]})
+		if msg := checkSameReplicationFactor(placed, rf); msg != "" {
+			return kerr.InvalidReplicaAssignment, msg, nil
+		}
+	} else {
+		var code *kerr.Error
+		var msg string
+		if placed, code, msg = b.placeReplicas(im, cur, add, int16(rf)); code != nil {
+			return code, msg, nil
+		}
+	}
+	var recs []meta.Record
+	for i, reps := range placed {
+		isr := liveReplicas(im, reps, b.cfg.NodeID)
+		if len(isr) == 0 {
+			return kerr.InvalidReplicaAssignment, fmt.Sprintf("All brokers specified in the manual partition assignment for partition %d are fenced or in controlled shutdown.", cur+int32(i)), nil
+		}
+		recs = append(recs, newPartitionRecord(topic.ID, meta.Partition{Index: cur + int32(i), Leader: isr[0], Replicas: reps, ISR: isr}))
 	}
 	return nil, "", recs
 }

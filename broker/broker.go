@@ -40,6 +40,8 @@ type Broker struct {
 	// parts is the current partition table, replaced whole when the image changes.
 	parts   atomic.Pointer[partitionTable]
 	partsMu sync.Mutex // serialises syncPartitions
+	// fetchers copy the partitions this broker follows from their leaders.
+	fetchers *fetcherSet
 
 	producerIDs producerIDAllocator
 	codecs      *wire.Codecs
@@ -97,7 +99,11 @@ type startupState struct {
 	clean          bool
 	recoveryPoints map[rlog.TopicPartition]int64
 	logStarts      map[rlog.TopicPartition]int64 // log-start-offset-checkpoint
+	highWatermarks map[rlog.TopicPartition]int64 // replication-offset-checkpoint
 }
+
+// highWatermarkFile is Kafka's checkpoint of every partition's high watermark in the log dir.
+const highWatermarkFile = "replication-offset-checkpoint"
 
 // Background intervals, as Kafka's log.flush.offset.checkpoint.interval.ms and a flush scheduler
 // tick fine enough for small flush.ms settings.
@@ -124,6 +130,7 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 		reqPool:      mempool.New(max(cfg.QueuedMaxRequestBytes, 0), requestPoolRetain(cfg.QueuedMaxRequestBytes)),
 		purgatory:    newPurgatory(),
 		imageChanged: make(chan struct{}, 1), incarnation: meta.NewUUID()}
+	b.fetchers = newFetcherSet(b)
 	if _, err := raiseNoFileLimit(logger); err != nil {
 		logger.Warn("open-file limit unchanged", "err", err)
 	}
@@ -158,7 +165,12 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 		logger.Warn("recovery-point checkpoint unreadable; recovering every log in full", "err", err)
 		rps = nil
 	}
-	b.startup = startupState{clean: clean, recoveryPoints: rps, logStarts: readLogStarts(dir, logger)}
+	hws, err := rlog.ReadOffsetCheckpoint(filepath.Join(dir, highWatermarkFile))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		logger.Warn("high-watermark checkpoint unreadable; high watermarks start at the log start", "err", err)
+		hws = nil
+	}
+	b.startup = startupState{clean: clean, recoveryPoints: rps, logStarts: readLogStarts(dir, logger), highWatermarks: hws}
 	if !clean && len(ml.Image().Topics) > 0 {
 		logger.Info("no clean-shutdown marker: recovering logs from their recovery points", "dir", dir)
 	}
@@ -360,8 +372,9 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// closeLogs closes every partition's log, which flushes it.
+// closeLogs stops the follower fetchers and closes every partition's log, which flushes it.
 func (b *Broker) closeLogs() error {
+	b.fetchers.close()
 	var errs []error
 	for _, ps := range b.parts.Load().byName {
 		for _, p := range ps {
@@ -381,20 +394,27 @@ func (b *Broker) closeLogs() error {
 // crash scans only what was not yet flushed.
 func (b *Broker) writeRecoveryPoints() error {
 	rps := map[rlog.TopicPartition]int64{}
+	hws := map[rlog.TopicPartition]int64{}
 	for _, ps := range b.parts.Load().byName {
 		for _, p := range ps {
 			if p != nil {
-				rps[rlog.TopicPartition{Topic: p.topic, Partition: p.index}] = p.log.RecoveryPoint()
+				tp := rlog.TopicPartition{Topic: p.topic, Partition: p.index}
+				rps[tp] = p.log.RecoveryPoint()
+				hws[tp] = p.highWatermark()
 			}
 		}
 	}
 	if err := rlog.WriteOffsetCheckpoint(filepath.Join(b.cfg.LogDirs[0], rlog.RecoveryPointFile), rps); err != nil {
 		return err
 	}
+	if err := rlog.WriteOffsetCheckpoint(filepath.Join(b.cfg.LogDirs[0], highWatermarkFile), hws); err != nil {
+		return err
+	}
 	return b.writeLogStarts()
 }
 
-// backgroundLoop runs the flush scheduler (flush.ms) and the recovery-point checkpoint.
+// backgroundLoop runs the flush scheduler (flush.ms), the recovery-point and high-watermark
+// checkpoints, retention and the ISR lag check (every half replica.lag.time.max.ms).
 func (b *Broker) backgroundLoop() {
 	defer b.bg.Done()
 	flush := time.NewTicker(flushTickInterval)
@@ -403,10 +423,14 @@ func (b *Broker) backgroundLoop() {
 	defer checkpoint.Stop()
 	retention := time.NewTicker(b.retentionCheckInterval())
 	defer retention.Stop()
+	isr := time.NewTicker(max(b.cfg.ReplicaLagTimeMax/2, time.Millisecond))
+	defer isr.Stop()
 	for {
 		select {
 		case <-b.stop:
 			return
+		case now := <-isr.C:
+			b.shrinkISRs(now)
 		case <-flush.C:
 			for _, ps := range b.parts.Load().byName {
 				for _, p := range ps {

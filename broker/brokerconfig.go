@@ -79,6 +79,17 @@ type Config struct {
 	CleanupPolicy      string        // log.cleanup.policy
 	CompressionType    string        // compression.type
 
+	// Replication (Kafka's replica.* keys and the topic defaults they set).
+	MinInsyncReplicas     int32         // min.insync.replicas (topic config min.insync.replicas)
+	UncleanLeaderElection bool          // unclean.leader.election.enable (topic config of the same name)
+	ReplicaLagTimeMax     time.Duration // replica.lag.time.max.ms: a follower not caught up for this long leaves the ISR
+	ReplicaFetchMaxBytes  int32         // replica.fetch.max.bytes: per partition of a follower fetch
+	ReplicaFetchRespMax   int32         // replica.fetch.response.max.bytes: per follower fetch
+	ReplicaFetchWaitMax   time.Duration // replica.fetch.wait.max.ms: how long a follower fetch may park
+	ReplicaFetchMinBytes  int32         // replica.fetch.min.bytes
+	ReplicaFetchBackoff   time.Duration // replica.fetch.backoff.ms: the pause after a failed follower fetch
+	OffsetsTopicReplicas  int16         // offsets.topic.replication.factor
+
 	// FlushGroupCommit (log.flush.group.commit, ringbroker's own; topic config
 	// flush.group.commit) makes Produce with acks >= 1 answer only after a shared fsync
 	// covering its batch.
@@ -464,7 +475,24 @@ var brokerConfigDefs = []brokerConfigDef{
 		"how long a broker may go without a heartbeat before the active controller fences it"),
 	intDef("metadata.snapshot.interval.entries", kindLong, "10000", func(c *Config) *uint64 { return &c.MetadataSnapshotEntries }, atLeast(1),
 		"ringbroker's own: a snapshot of the metadata image every this many Raft entries"),
-	ignoredDef("offsets.topic.replication.factor", kindShort),
+	intDef("offsets.topic.replication.factor", kindShort, "1", func(c *Config) *int16 { return &c.OffsetsTopicReplicas }, atLeast(1),
+		"replication factor of __consumer_offsets; ringbroker's default is 1 (Kafka's is 3, which its sample server.properties lowers to 1 for one node). With fewer unfenced brokers, consumer groups wait for them (COORDINATOR_NOT_AVAILABLE), as on Kafka"),
+	intDef("min.insync.replicas", kindInt, "1", func(c *Config) *int32 { return &c.MinInsyncReplicas }, atLeast(1),
+		"the fewest in-sync replicas with which acks=all Produce is taken (topic config min.insync.replicas)"),
+	boolDef("unclean.leader.election.enable", "false", func(c *Config) *bool { return &c.UncleanLeaderElection },
+		"elect a replica outside the ISR when no in-sync replica is left, losing what only the ISR had (topic config of the same name)"),
+	msDef("replica.lag.time.max.ms", kindLong, "30000", func(c *Config) *time.Duration { return &c.ReplicaLagTimeMax }, atLeast(1),
+		"a follower that has not caught up with the leader's log end for this long leaves the ISR"),
+	intDef("replica.fetch.max.bytes", kindInt, "1048576", func(c *Config) *int32 { return &c.ReplicaFetchMaxBytes }, atLeast(1),
+		"bytes a follower fetches per partition per request (at least one batch)"),
+	intDef("replica.fetch.response.max.bytes", kindInt, "10485760", func(c *Config) *int32 { return &c.ReplicaFetchRespMax }, atLeast(1),
+		"bytes a follower fetches per request"),
+	msDef("replica.fetch.wait.max.ms", kindInt, "500", func(c *Config) *time.Duration { return &c.ReplicaFetchWaitMax }, atLeast(1),
+		"how long the leader may hold a follower's fetch while it has nothing new"),
+	intDef("replica.fetch.min.bytes", kindInt, "1", func(c *Config) *int32 { return &c.ReplicaFetchMinBytes }, atLeast(1),
+		"bytes the leader waits for before answering a follower's fetch"),
+	msDef("replica.fetch.backoff.ms", kindInt, "1000", func(c *Config) *time.Duration { return &c.ReplicaFetchBackoff }, atLeast(0),
+		"how long a follower waits after a failed fetch"),
 	ignoredDef("transaction.state.log.replication.factor", kindShort),
 	ignoredDef("transaction.state.log.min.isr", kindInt),
 	ignoredDef("listener.security.protocol.map", kindString),

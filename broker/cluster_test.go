@@ -15,7 +15,8 @@ import (
 
 // startInProcessCluster starts n brokers in this process forming one quorum; n == 0 starts a
 // single node with no config, the sole voter of its quorum without a controller listener.
-func startInProcessCluster(tb testing.TB, n int) []*Broker {
+// mods change every node's config before it starts.
+func startInProcessCluster(tb testing.TB, n int, mods ...func(*Config)) []*Broker {
 	tb.Helper()
 	base := func(dir string) Config {
 		cfg := DefaultConfig()
@@ -24,6 +25,9 @@ func startInProcessCluster(tb testing.TB, n int) []*Broker {
 		cfg.MetricsListen = ""
 		cfg.IO = "netpoll"
 		cfg.Rings = 1
+		for _, m := range mods {
+			m(&cfg)
+		}
 		return cfg
 	}
 	logger := slog.New(slog.NewTextHandler(&strings.Builder{}, nil))

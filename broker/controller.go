@@ -1,7 +1,9 @@
 package broker
 
 import (
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"ringbroker/broker/meta"
@@ -74,7 +76,7 @@ func (b *Broker) controllerLoop() {
 				// (a long stall of this process) must not fence it.
 				hbs[b.cfg.NodeID] = meta.Heartbeat{Incarnation: b.incarnation, At: now}
 			}
-			recs := fenceRecords(im, hbs, leaderSince, now, b.cfg.BrokerSessionTimeout)
+			recs := fenceRecords(im, hbs, leaderSince, now, b.cfg.BrokerSessionTimeout, b.uncleanElection)
 			if len(recs) == 0 {
 				continue
 			}
@@ -98,12 +100,15 @@ func (b *Broker) heartbeat() {
 
 // fenceRecords is the active controller's decision: fence the unfenced brokers not heard from
 // (with their registered incarnation) for sessionTimeout, unfence fenced ones heard from again,
-// and move each partition's leadership to its first unfenced replica, or to -1 (offline) when
-// none is. A broker's silence is counted from when this controller began leading at the
-// earliest, as heartbeats went to the previous leader before.
-func fenceRecords(im *meta.Image, hbs map[int32]meta.Heartbeat, leaderSince, now time.Time, sessionTimeout time.Duration) []meta.Record {
+// and bring each partition in line (KIP-841): fenced brokers leave its ISR, unless one is the
+// last member, and a partition whose leader is fenced or missing gets the first live replica of
+// its ISR as leader; with none, an unclean election (unclean says whether the topic allows it)
+// takes any live replica, else the partition goes offline (leader -1). A broker's silence is
+// counted from when this controller began leading at the earliest, as heartbeats went to the
+// previous leader before.
+func fenceRecords(im *meta.Image, hbs map[int32]meta.Heartbeat, leaderSince, now time.Time, sessionTimeout time.Duration, unclean func(*meta.Topic) bool) []meta.Record {
 	var recs []meta.Record
-	fenced := map[int32]bool{}
+	live := map[int32]bool{}
 	for _, br := range sortedBrokers(im) {
 		last := leaderSince
 		if hb, ok := hbs[br.NodeID]; ok && hb.Incarnation == br.Incarnation && hb.At.After(last) {
@@ -113,23 +118,62 @@ func fenceRecords(im *meta.Image, hbs map[int32]meta.Heartbeat, leaderSince, now
 		if alive == br.Fenced {
 			recs = append(recs, meta.Record{Type: meta.TypeFence, NodeID: br.NodeID, Fenced: !alive})
 		}
-		fenced[br.NodeID] = !alive
+		live[br.NodeID] = alive
 	}
 	for _, name := range im.SortedTopicNames() {
 		t := im.Topics[name]
 		for _, p := range t.Partitions {
-			leader := int32(-1)
-			for _, r := range p.Replicas {
-				if up, ok := fenced[r]; ok && !up {
-					leader = r
-					break
-				}
-			}
-			if leader != p.Leader {
-				recs = append(recs, meta.Record{Type: meta.TypePartition, TopicID: t.ID, Partition: p.Index,
-					Replicas: p.Replicas, ISR: p.ISR, Leader: leader, LeaderEpoch: p.LeaderEpoch + 1})
+			if rec, ok := electLeader(t, p, live, unclean); ok {
+				recs = append(recs, rec)
 			}
 		}
 	}
 	return recs
+}
+
+// electLeader returns the record that brings partition p of t in line with the live brokers,
+// if it needs one (see fenceRecords).
+func electLeader(t *meta.Topic, p meta.Partition, live map[int32]bool, unclean func(*meta.Topic) bool) (meta.Record, bool) {
+	isr := make([]int32, 0, len(p.ISR))
+	for _, r := range p.ISR {
+		if live[r] {
+			isr = append(isr, r)
+		}
+	}
+	if len(isr) == 0 && len(p.ISR) > 0 {
+		isr = append(isr, p.ISR[len(p.ISR)-1])
+	}
+	leader := p.Leader
+	if leader < 0 || !live[leader] {
+		leader = -1
+		for _, r := range p.Replicas {
+			if live[r] && slices.Contains(isr, r) {
+				leader = r
+				break
+			}
+		}
+		if leader < 0 && unclean(t) {
+			for _, r := range p.Replicas {
+				if live[r] {
+					leader, isr = r, []int32{r}
+					break
+				}
+			}
+		}
+	}
+	if leader == p.Leader && slices.Equal(isr, p.ISR) {
+		return meta.Record{}, false
+	}
+	epoch := p.LeaderEpoch
+	if leader != p.Leader {
+		epoch++
+	}
+	return p.Next(t.ID, leader, epoch, isr), true
+}
+
+// uncleanElection reports whether topic t allows electing a replica outside the ISR
+// (unclean.leader.election.enable).
+func (b *Broker) uncleanElection(t *meta.Topic) bool {
+	v, _ := b.cfg.effectiveTopicConfig(t.Configs, "unclean.leader.election.enable")
+	return strings.EqualFold(strings.TrimSpace(v), "true")
 }

@@ -26,7 +26,7 @@ func TestFenceRecords(t *testing.T) {
 	// Node 1 heartbeats; node 2 heartbeated with a stale incarnation only: it is fenced and
 	// its partition goes offline with a new leader epoch.
 	hbs := map[int32]meta.Heartbeat{1: {Incarnation: inc1, At: now}, 2: {Incarnation: meta.NewUUID(), At: now}}
-	recs := fenceRecords(im, hbs, since, now, 9*time.Second)
+	recs := fenceRecords(im, hbs, since, now, 9*time.Second, noUnclean)
 	if len(recs) != 2 || recs[0].Type != meta.TypeFence || recs[0].NodeID != 2 || !recs[0].Fenced ||
 		recs[1].Type != meta.TypePartition || recs[1].Partition != 1 || recs[1].Leader != -1 || recs[1].LeaderEpoch != 1 {
 		t.Fatalf("fence records = %+v", recs)
@@ -35,19 +35,21 @@ func TestFenceRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A new leader gives every broker a full session from when it began leading.
-	if recs := fenceRecords(im, nil, now, now.Add(time.Second), 9*time.Second); len(recs) != 2 || recs[0].Fenced {
+	if recs := fenceRecords(im, nil, now, now.Add(time.Second), 9*time.Second, noUnclean); len(recs) != 2 || recs[0].Fenced {
 		t.Fatalf("under a fresh leader, fence records = %+v; want node 2 unfenced and its leader back", recs)
 	}
 	// Node 2 heartbeats again: unfenced, and its partition led by it again.
 	hbs[2] = meta.Heartbeat{Incarnation: inc2, At: now}
-	recs = fenceRecords(im, hbs, since, now, 9*time.Second)
+	recs = fenceRecords(im, hbs, since, now, 9*time.Second, noUnclean)
 	if len(recs) != 2 || recs[0].Fenced || recs[1].Leader != 2 || recs[1].LeaderEpoch != 2 {
 		t.Fatalf("unfence records = %+v", recs)
 	}
 	if im, err = im.Apply(2, recs); err != nil {
 		t.Fatal(err)
 	}
-	if recs := fenceRecords(im, hbs, since, now, 9*time.Second); len(recs) != 0 {
+	if recs := fenceRecords(im, hbs, since, now, 9*time.Second, noUnclean); len(recs) != 0 {
 		t.Fatalf("steady state produced records %+v", recs)
 	}
 }
+
+func noUnclean(*meta.Topic) bool { return false }

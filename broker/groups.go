@@ -34,7 +34,7 @@ func (s offsetsStore) Append(partition int32, records []coord.Record, done func(
 }
 
 func (s offsetsStore) append(partition int32, records []coord.Record) error {
-	p := s.b.parts.Load().lookup(offsetsTopic, partition)
+	p := s.b.parts.Load().leader(offsetsTopic, partition)
 	if p == nil {
 		return fmt.Errorf("append to %s-%d: %w", offsetsTopic, partition, kerr.NotLeaderForPartition)
 	}
@@ -54,13 +54,14 @@ func (s offsetsStore) append(partition int32, records []coord.Record) error {
 	if err != nil {
 		return fmt.Errorf("append to %s-%d: %w", offsetsTopic, partition, err)
 	}
+	p.afterLeaderAppend(s.b.cfg.NodeID)
 	p.wakeWaiters()
 	return nil
 }
 
 // Load replays every record of the partition in offset order.
 func (s offsetsStore) Load(partition int32, fn func(coord.Record) error) error {
-	p := s.b.parts.Load().lookup(offsetsTopic, partition)
+	p := s.b.parts.Load().leader(offsetsTopic, partition)
 	if p == nil {
 		return fmt.Errorf("load %s-%d: %w", offsetsTopic, partition, kerr.NotLeaderForPartition)
 	}
@@ -178,7 +179,7 @@ func (b *Broker) ensureOffsetsTopic() error {
 		return nil
 	}
 	compact, seg := "compact", offsetsTopicSegmentBytes
-	res := b.createTopics([]topicSpec{{name: offsetsTopic, partitions: b.cfg.OffsetsPartitions, rf: 1, internal: true,
+	res := b.createTopics([]topicSpec{{name: offsetsTopic, partitions: b.cfg.OffsetsPartitions, rf: b.cfg.OffsetsTopicReplicas, internal: true,
 		configs: map[string]*string{"cleanup.policy": &compact, "segment.bytes": &seg}}}, false)
 	if res[0].err != nil && res[0].err != kerr.TopicAlreadyExists {
 		return fmt.Errorf("create %s: %s: %s", offsetsTopic, res[0].err.Message, res[0].message)
@@ -193,7 +194,7 @@ func (b *Broker) loadOffsetsPartitions() error {
 	b.groupsLoadMu.Lock()
 	defer b.groupsLoadMu.Unlock()
 	for i, p := range ps {
-		if p == nil || b.groupsLoaded[int32(i)] {
+		if p == nil || !p.isLeader() || b.groupsLoaded[int32(i)] {
 			continue
 		}
 		idx := int32(i)

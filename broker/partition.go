@@ -1,33 +1,54 @@
 package broker
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"ringbroker/broker/meta"
 	"ringbroker/internal/recordbatch"
 	rlog "ringbroker/log"
 )
 
-// partitionTable maps topics to the partitions this broker leads. It is immutable once
-// published; syncPartitions builds a new one when the metadata image changes.
+// partitionTable maps topics to the partitions this broker holds a replica of, leader or
+// follower. It is immutable once published; syncPartitions builds a new one when the metadata
+// image changes.
 type partitionTable struct {
 	imageOffset int64
 	byName      map[string][]*partition
 	byID        map[meta.UUID][]*partition
 }
 
-// partition is one partition led by this broker: its log and the fetches waiting on it.
+// partition is one partition this broker has a replica of: its log, its replication state,
+// and the fetches waiting on it.
 type partition struct {
 	topic   string
 	topicID meta.UUID
 	index   int32
 	log     *rlog.Log
+
+	// st is this broker's role and the partition's ISR, from the latest image.
+	st atomic.Pointer[replicaState]
+	// hw is the high watermark: on the leader the smallest log end over the ISR, on a follower
+	// the leader's as last fetched.
+	hw atomic.Int64
+	// openedEnd is the log end offset when the log was opened: on disk already, so durable
+	// for group commit whatever the recovery point says.
+	openedEnd int64
+	// isrChanging is set while an ISR change is proposed (repl.pendingISR is set).
+	isrChanging atomic.Bool
+	// replMu guards repl.
+	replMu sync.Mutex
+	repl   replication
 
 	// appendMu serialises the validate-and-append of Produce per partition, so that the high
 	// watermark and the waiter wake-ups see appends in offset order.
@@ -46,6 +67,22 @@ func (t *partitionTable) lookup(topic string, index int32) *partition {
 		return nil
 	}
 	return ps[index]
+}
+
+// leader returns the partition when this broker leads it, else nil.
+func (t *partitionTable) leader(topic string, index int32) *partition {
+	if p := t.lookup(topic, index); p != nil && p.isLeader() {
+		return p
+	}
+	return nil
+}
+
+// leaderID is leader by topic id.
+func (t *partitionTable) leaderID(id meta.UUID, index int32) *partition {
+	if p := t.lookupID(id, index); p != nil && p.isLeader() {
+		return p
+	}
+	return nil
 }
 
 // lookupID is lookup by topic id.
@@ -93,8 +130,10 @@ func (b *Broker) logConfigFor(t *meta.Topic) rlog.Config {
 	return c
 }
 
-// syncPartitions makes the open logs match the current metadata image: it opens logs of new
-// partitions led here and closes and deletes logs of removed topics, then publishes a new table.
+// syncPartitions makes the open logs match the current metadata image: it opens the logs of
+// partitions with a replica here, brings each one's role (leader or follower) and ISR in line,
+// points the follower fetchers at the leaders, and closes and deletes logs of removed topics
+// and of replicas moved away; then it publishes a new table.
 func (b *Broker) syncPartitions() error {
 	b.partsMu.Lock()
 	defer b.partsMu.Unlock()
@@ -102,21 +141,46 @@ func (b *Broker) syncPartitions() error {
 	old := b.parts.Load()
 	next := &partitionTable{imageOffset: im.Offset, byName: map[string][]*partition{}, byID: map[meta.UUID][]*partition{}}
 	dir := b.cfg.LogDirs[0]
+	self := b.cfg.NodeID
+	now := time.Now()
+	var failed []hwWait
+	var moved, dropped []*partition
+	follow := map[int32][]*partition{}
+	var firstErr error
 	for _, name := range im.SortedTopicNames() {
 		t := im.Topics[name]
 		prev := old.byID[t.ID]
 		ps := make([]*partition, len(t.Partitions))
 		for i, pm := range t.Partitions {
-			if i < len(prev) && prev[i] != nil {
-				ps[i] = prev[i]
+			var p *partition
+			if i < len(prev) {
+				p = prev[i]
+			}
+			if !slices.Contains(pm.Replicas, self) {
+				if p != nil {
+					dropped = append(dropped, p)
+				}
 				continue
 			}
-			if pm.Leader != b.cfg.NodeID {
-				continue
+			if p == nil {
+				var err error
+				if p, err = b.openPartition(dir, t, int32(i)); err != nil {
+					firstErr = cmp.Or(firstErr, err)
+					continue
+				}
 			}
-			p, err := b.openPartition(dir, t, int32(i))
+			st := b.stateFor(t, pm)
+			was := p.state()
+			fw, err := p.applyState(st, self, now)
 			if err != nil {
-				return err
+				firstErr = cmp.Or(firstErr, fmt.Errorf("partition %s-%d: %w", t.Name, i, err))
+			}
+			failed = append(failed, fw...)
+			if was != nil && (was.leader != st.leader || was.leaderEpoch != st.leaderEpoch) {
+				moved = append(moved, p)
+			}
+			if !st.leader && st.leaderID >= 0 {
+				follow[st.leaderID] = append(follow[st.leaderID], p)
 			}
 			ps[i] = p
 		}
@@ -124,22 +188,31 @@ func (b *Broker) syncPartitions() error {
 		next.byID[t.ID] = ps
 	}
 	b.parts.Store(next)
+	b.fetchers.assign(follow)
+	for _, w := range failed {
+		w.done(kerr.NotLeaderForPartition)
+	}
+	for _, p := range moved {
+		p.wakeWaiters()
+	}
 	for id, ps := range old.byID {
 		if _, ok := next.byID[id]; ok {
 			continue
 		}
 		for _, p := range ps {
-			if p == nil {
-				continue
-			}
-			p.wakeWaiters()
-			b.cleaner.Remove(p.log)
-			if err := p.log.Delete(); err != nil {
-				b.logger.Warn("delete partition log", "topic", p.topic, "partition", p.index, "err", err)
+			if p != nil {
+				dropped = append(dropped, p)
 			}
 		}
 	}
-	return nil
+	for _, p := range dropped {
+		p.wakeWaiters()
+		b.cleaner.Remove(p.log)
+		if err := p.log.Delete(); err != nil {
+			b.logger.Warn("delete partition log", "topic", p.topic, "partition", p.index, "err", err)
+		}
+	}
+	return firstErr
 }
 
 // openPartition opens the log of one partition. A directory left by an earlier topic of the same
@@ -161,6 +234,7 @@ func (b *Broker) openPartition(logDir string, t *meta.Topic, index int32) (*part
 		return nil, fmt.Errorf("open partition %s-%d: %w", t.Name, index, err)
 	}
 	p := &partition{topic: t.Name, topicID: t.ID, index: index, log: l}
+	p.initHW(b.startup.highWatermarks[rlog.TopicPartition{Topic: t.Name, Partition: index}])
 	b.registerCompaction(p, t)
 	return p, nil
 }

@@ -56,7 +56,7 @@ var topicConfigDefs = []topicConfigDef{
 	{name: "message.timestamp.type", brokerKey: "log.message.timestamp.type", kind: kindString, allowed: []string{"CreateTime", "LogAppendTime"}, dflt: constDefault("CreateTime")},
 	{name: "min.cleanable.dirty.ratio", brokerKey: "log.cleaner.min.cleanable.ratio", kind: kindDouble, dflt: constDefault("0.5")},
 	{name: "min.compaction.lag.ms", brokerKey: "log.cleaner.min.compaction.lag.ms", kind: kindLong, dflt: constDefault("0")},
-	{name: "min.insync.replicas", brokerKey: "min.insync.replicas", kind: kindInt, min: 1, dflt: constDefault("1")},
+	{name: "min.insync.replicas", brokerKey: "min.insync.replicas", kind: kindInt, min: 1},
 	{name: "preallocate", brokerKey: "log.preallocate", kind: kindBool, dflt: constDefault("false")},
 	{name: "remote.storage.enable", brokerKey: "", kind: kindBool, dflt: constDefault("false")},
 	{name: "retention.bytes", brokerKey: "log.retention.bytes", kind: kindLong, min: -1},
@@ -65,7 +65,7 @@ var topicConfigDefs = []topicConfigDef{
 	{name: "segment.index.bytes", brokerKey: "log.index.size.max.bytes", kind: kindInt, min: 4},
 	{name: "segment.jitter.ms", brokerKey: "log.roll.jitter.ms", kind: kindLong, dflt: constDefault("0")},
 	{name: "segment.ms", brokerKey: "log.roll.ms", kind: kindLong, min: 1},
-	{name: "unclean.leader.election.enable", brokerKey: "unclean.leader.election.enable", kind: kindBool, dflt: constDefault("false")},
+	{name: "unclean.leader.election.enable", brokerKey: "unclean.leader.election.enable", kind: kindBool},
 }
 
 func lookupTopicConfig(name string) (topicConfigDef, bool) {

@@ -72,10 +72,6 @@ func (b *Broker) planTopic(im *meta.Image, spec topicSpec) ([]meta.Record, topic
 			return fail(kerr.InvalidTopicException, fmt.Sprintf("Topic '%s' collides with existing topic: %s", spec.name, n))
 		}
 	}
-	brokers := len(im.Brokers)
-	if brokers == 0 {
-		brokers = 1
-	}
 	var assignment [][]int32
 	if len(spec.assignment) > 0 {
 		if spec.partitions != -1 || spec.rf != -1 {
@@ -91,6 +87,9 @@ func (b *Broker) planTopic(im *meta.Image, spec topicSpec) ([]meta.Record, topic
 			}
 			assignment[p] = reps
 		}
+		if msg := checkSameReplicationFactor(assignment, len(assignment[0])); msg != "" {
+			return fail(kerr.InvalidReplicaAssignment, msg)
+		}
 	} else {
 		np, rf := spec.partitions, spec.rf
 		if np == -1 {
@@ -105,13 +104,19 @@ func (b *Broker) planTopic(im *meta.Image, spec topicSpec) ([]meta.Record, topic
 		if rf <= 0 {
 			return fail(kerr.InvalidReplicationFactor, "Replication factor must be larger than 0.")
 		}
-		if int(rf) > brokers {
-			return fail(kerr.InvalidReplicationFactor, fmt.Sprintf("Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only %d broker(s) are registered.", rf, rf, brokers))
+		var err *kerr.Error
+		var msg string
+		if assignment, err, msg = b.placeReplicas(im, 0, np, rf); err != nil {
+			return fail(err, msg)
 		}
-		if rf > 1 {
-			return fail(kerr.InvalidReplicationFactor, fmt.Sprintf("Replication factor %d is not supported: ringbroker does not replicate partition data yet, so every partition has one replica; use replication factor 1.", rf))
+	}
+	parts := make([]meta.Partition, len(assignment))
+	for p, reps := range assignment {
+		isr := liveReplicas(im, reps, b.cfg.NodeID)
+		if len(isr) == 0 {
+			return fail(kerr.InvalidReplicaAssignment, fmt.Sprintf("All brokers specified in the manual partition assignment for partition %d are fenced or in controlled shutdown.", p))
 		}
-		assignment = b.placeReplicas(im, np)
+		parts[p] = meta.Partition{Index: int32(p), Leader: isr[0], Replicas: reps, ISR: isr}
 	}
 	for k, v := range spec.configs {
 		if v == nil {
@@ -127,18 +132,15 @@ func (b *Broker) planTopic(im *meta.Image, spec topicSpec) ([]meta.Record, topic
 	}
 	id := meta.NewUUID()
 	recs := []meta.Record{{Type: meta.TypeTopic, TopicName: spec.name, TopicID: id}}
-	for p, reps := range assignment {
-		recs = append(recs, meta.Record{Type: meta.TypePartition, TopicID: id, Partition: int32(p),
-			Replicas: reps, ISR: reps, Leader: reps[0]})
+	for _, p := range parts {
+		recs = append(recs, newPartitionRecord(id, p))
 	}
 	for k, v := range spec.configs {
 		val := *v
 		recs = append(recs, meta.Record{Type: meta.TypeConfig, TopicID: id, ConfigKey: k, ConfigValue: &val})
 	}
 	t := &meta.Topic{Name: spec.name, ID: id, Configs: map[string]string{}}
-	for p, reps := range assignment {
-		t.Partitions = append(t.Partitions, meta.Partition{Index: int32(p), Leader: reps[0], Replicas: reps, ISR: reps})
-	}
+	t.Partitions = parts
 	for k, v := range spec.configs {
 		t.Configs[k] = *v
 	}
@@ -160,10 +162,38 @@ func (b *Broker) checkReplicas(im *meta.Image, reps []int32) string {
 			return fmt.Sprintf("The manual partition assignment includes broker %d, but no such broker is registered.", r)
 		}
 	}
-	if len(reps) > 1 {
-		return "Replication factors above 1 need data replication, which this version of ringbroker does not have yet."
+	return ""
+}
+
+// checkSameReplicationFactor refuses a manual assignment whose partitions do not all have rf
+// replicas, as Kafka does.
+func checkSameReplicationFactor(assignment [][]int32, rf int) string {
+	for _, reps := range assignment {
+		if len(reps) != rf {
+			return fmt.Sprintf("The manual partition assignment includes a partition with %d replica(s), but this is not consistent with previous partitions, which have %d replica(s).", len(reps), rf)
+		}
 	}
 	return ""
+}
+
+// liveReplicas returns the replicas that are registered and unfenced, in replica order: a new
+// partition's ISR, whose first member leads. Before any broker registers (a single node at
+// its first start) this node counts as live.
+func liveReplicas(im *meta.Image, reps []int32, self int32) []int32 {
+	var out []int32
+	for _, r := range reps {
+		br, ok := im.Brokers[r]
+		if ok && !br.Fenced || !ok && len(im.Brokers) == 0 && r == self {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// newPartitionRecord is the record that creates partition p of topic.
+func newPartitionRecord(topic meta.UUID, p meta.Partition) meta.Record {
+	return meta.Record{Type: meta.TypePartition, TopicID: topic, Partition: p.Index,
+		Replicas: p.Replicas, ISR: p.ISR, Leader: p.Leader}
 }
 
 // validateTopicConfigValue checks a topic config; settings ringbroker cannot honour yet are
@@ -215,23 +245,43 @@ func (b *Broker) createTopics(specs []topicSpec, validateOnly bool) []topicResul
 	return out
 }
 
-// placeReplicas assigns n partitions with one replica each, round-robin over the unfenced
-// brokers from a random first one (as Kafka's placer), or all to this node when no broker is
-// registered yet.
-func (b *Broker) placeReplicas(im *meta.Image, n int32) [][]int32 {
+// placeReplicas assigns partitions first..first+n-1 rf replicas each over the unfenced brokers,
+// as Kafka's rack-unaware assignment: the first replicas go round-robin from a random broker,
+// so leadership spreads evenly, and the followers of each partition are the next brokers at a
+// shift that changes once per round, so no two brokers follow each other everywhere. Before
+// any broker is registered (a single node at its first start) this node takes every replica.
+func (b *Broker) placeReplicas(im *meta.Image, first, n int32, rf int16) ([][]int32, *kerr.Error, string) {
 	var live []int32
 	for _, br := range sortedBrokers(im) {
 		if !br.Fenced {
 			live = append(live, br.NodeID)
 		}
 	}
-	if len(live) == 0 {
+	if len(im.Brokers) == 0 {
 		live = []int32{b.cfg.NodeID}
 	}
-	start := rand.IntN(len(live))
+	if int(rf) > len(live) {
+		return nil, kerr.InvalidReplicationFactor, fmt.Sprintf("Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only %d broker(s) are registered.", rf, rf, len(live))
+	}
+	return stripeReplicas(live, first, n, int(rf), rand.IntN(len(live)), rand.IntN(len(live))), nil, ""
+}
+
+// stripeReplicas is the placement of placeReplicas from the given random start and shift
+// (Kafka's assignReplicasToBrokersRackUnaware).
+func stripeReplicas(brokers []int32, first, n int32, rf, start, shift int) [][]int32 {
+	nb := len(brokers)
 	out := make([][]int32, n)
-	for p := range out {
-		out[p] = []int32{live[(start+p)%len(live)]}
+	for i := range out {
+		p := int(first) + i
+		if p > 0 && p%nb == 0 {
+			shift++
+		}
+		lead := (p + start) % nb
+		reps := []int32{brokers[lead]}
+		for j := 0; j < rf-1; j++ {
+			reps = append(reps, brokers[(lead+1+(shift+j)%(nb-1))%nb])
+		}
+		out[i] = reps
 	}
 	return out
 }

@@ -189,13 +189,21 @@ func TestCluster(t *testing.T) {
 			t.Fatalf("spread-%d leaders %v: want partitions on all 3 brokers", i+1, leaders)
 		}
 	}
-	// Replication factor above 1 is refused with Kafka's error until data replication lands.
+	// Replication factor 2 is placed on two of the three brokers; 4 is refused with Kafka's
+	// error, as only 3 brokers are registered.
 	resp, err := nodes[1].Admin(t).CreateTopic(context.Background(), 1, 2, nil, "rf2")
 	if err == nil {
 		err = resp.Err
 	}
+	if err != nil {
+		t.Fatalf("create with replication factor 2: %v", err)
+	}
+	resp, err = nodes[1].Admin(t).CreateTopic(context.Background(), 1, 4, nil, "rf4")
+	if err == nil {
+		err = resp.Err
+	}
 	if !errors.Is(err, kerr.InvalidReplicationFactor) {
-		t.Fatalf("create with replication factor 2: %v, want INVALID_REPLICATION_FACTOR", err)
+		t.Fatalf("create with replication factor 4 on 3 brokers: %v, want INVALID_REPLICATION_FACTOR", err)
 	}
 
 	// franz-go and kcat produce and consume across all three brokers.

@@ -36,11 +36,10 @@ type AppendResult struct {
 func (l *Log) Append(records []byte) (AppendResult, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if err := l.writable("append to"); err != nil {
+		return AppendResult{}, err
+	}
 	switch {
-	case l.closed:
-		return AppendResult{}, fmt.Errorf("append to %s: %w", l.dir, ErrClosed)
-	case l.failed != nil:
-		return AppendResult{}, fmt.Errorf("append to %s: log failed earlier: %w", l.dir, l.failed)
 	case len(records) == 0:
 		return AppendResult{}, fmt.Errorf("append to %s: %w: no batches", l.dir, ErrCorruptBatch)
 	case int64(len(records)) > l.cfg.SegmentBytes:
@@ -56,7 +55,27 @@ func (l *Log) Append(records []byte) (AppendResult, error) {
 		l.producers.discard()
 		return res, err
 	}
-	if err := l.maybeRoll(int64(len(records)), maxTs, res.LastOffset); err != nil {
+	l.stamp(records, appendTime)
+	return l.appendStaged(records, res, maxTs)
+}
+
+// writable refuses changes to a closed log, or to one whose failed write could not be undone.
+func (l *Log) writable(op string) error {
+	switch {
+	case l.closed:
+		return fmt.Errorf("%s %s: %w", op, l.dir, ErrClosed)
+	case l.failed != nil:
+		return fmt.Errorf("%s %s: log failed earlier: %w", op, l.dir, l.failed)
+	}
+	return nil
+}
+
+// appendStaged writes records, whose batches stage or stageReplicated put in l.hdrs with their
+// final offsets and epochs and whose producer changes are staged, to the active segment (rolled
+// first when needed); then it publishes them, records new leader epochs and applies
+// flush.messages. Append and AppendAsFollower share it.
+func (l *Log) appendStaged(records []byte, res AppendResult, maxTs int64) (AppendResult, error) {
+	if err := l.maybeRoll(int64(len(records)), maxTs, res.BaseOffset, res.LastOffset); err != nil {
 		l.producers.discard()
 		return AppendResult{}, err
 	}
@@ -66,7 +85,6 @@ func (l *Log) Append(records []byte) (AppendResult, error) {
 		l.producers.discard()
 		return AppendResult{}, err
 	}
-	l.stamp(records, appendTime)
 	if err := l.write(s, records, pos); err != nil {
 		l.producers.discard()
 		return AppendResult{}, err
@@ -85,7 +103,12 @@ func (l *Log) Append(records []byte) (AppendResult, error) {
 	l.leo.Store(res.LastOffset + 1)
 	s.size.Store(pos)
 	l.size.Add(int64(len(records)))
-	if l.epochs.assignIfNewer(l.leaderEpoch, res.BaseOffset) {
+	// Kafka's maybeAssignEpochStartOffset: an epoch starts at its first batch.
+	epochsChanged := false
+	for i := range l.hdrs {
+		epochsChanged = l.epochs.assignIfNewer(l.hdrs[i].leaderEpoch, l.hdrs[i].baseOffset) || epochsChanged
+	}
+	if epochsChanged {
 		l.epochsDirty = true
 		if err := l.writeEpochs(); err != nil {
 			l.logger.Warn("leader-epoch checkpoint not written", "err", err)
@@ -102,9 +125,10 @@ func (l *Log) Append(records []byte) (AppendResult, error) {
 	return res, nil
 }
 
-// stage parses the batches of records into l.hdrs with their future offsets, and checks them
-// against the limits and the producer state (staging its changes). It returns the offsets, the
-// largest timestamp the batches will carry and, for a duplicate, the original offsets.
+// stage parses the batches of records into l.hdrs with their future offsets and leader epoch,
+// and checks them against the limits and the producer state (staging its changes). It returns
+// the offsets, the largest timestamp the batches will carry and, for a duplicate, the original
+// offsets.
 func (l *Log) stage(records []byte, appendTime int64) (res AppendResult, maxTs int64, err error) {
 	l.hdrs = l.hdrs[:0]
 	next := l.leo.Load()
@@ -119,7 +143,7 @@ func (l *Log) stage(records []byte, appendTime int64) (res AppendResult, maxTs i
 			return AppendResult{}, 0, fmt.Errorf("append to %s: %w: batch %d is %d bytes, max.message.bytes=%d",
 				l.dir, ErrRecordTooLarge, len(l.hdrs), h.size(), l.cfg.MaxMessageBytes)
 		}
-		h.baseOffset = next
+		h.baseOffset, h.leaderEpoch = next, l.leaderEpoch
 		if h.producerID >= 0 {
 			dup, isDup, err := l.producers.check(&h, next, h.lastOffset())
 			if err != nil {
@@ -142,7 +166,7 @@ func (l *Log) stage(records []byte, appendTime int64) (res AppendResult, maxTs i
 	return res, maxTs, nil
 }
 
-// stamp rewrites the staged batches in place: base offset and leader epoch, and for
+// stamp writes the staged batches' base offset and leader epoch into records, and for
 // LogAppendTime the timestamp type, maxTimestamp and CRC.
 func (l *Log) stamp(records []byte, appendTime int64) {
 	be := binary.BigEndian
@@ -151,7 +175,7 @@ func (l *Log) stamp(records []byte, appendTime int64) {
 		h := &l.hdrs[i]
 		b := records[pos : pos+h.size()]
 		be.PutUint64(b[recordbatch.OffBaseOffset:], uint64(h.baseOffset))
-		be.PutUint32(b[recordbatch.OffLeaderEpoch:], uint32(l.leaderEpoch))
+		be.PutUint32(b[recordbatch.OffLeaderEpoch:], uint32(h.leaderEpoch))
 		if appendTime >= 0 {
 			h.attributes |= recordbatch.AttrLogAppendTime
 			be.PutUint16(b[recordbatch.OffAttributes:], uint16(h.attributes))
@@ -188,24 +212,25 @@ func (l *Log) write(s *segment, b []byte, pos int64) error {
 	return err
 }
 
-// maybeRoll starts a new segment when the active one is not empty and the append of n bytes
-// would pass segment.bytes, an index is full, the offsets would not fit 32-bit relative
-// offsets, or segment.ms has passed (measured on batch timestamps as Kafka does, or on the
-// clock before the segment has one).
-func (l *Log) maybeRoll(n, maxTs, lastOffset int64) error {
+// maybeRoll starts a new segment at firstOffset, the first offset of an append of n bytes
+// (the log end offset, or past it for a follower whose leader's log has gaps), when the active
+// one is not empty and the append would pass segment.bytes, an index is full, or segment.ms
+// has passed (measured on batch timestamps as Kafka does, or on the clock before the segment
+// has one); and, even when it is empty, when lastOffset would not fit a 32-bit offset relative
+// to its base.
+func (l *Log) maybeRoll(n, maxTs, firstOffset, lastOffset int64) error {
 	s := l.active
 	size := s.size.Load()
-	if size == 0 {
-		return nil
-	}
 	var reason string
 	switch {
+	case lastOffset-s.base > math.MaxInt32:
+		reason = "relative offset"
+	case size == 0:
+		return nil
 	case size+n > l.cfg.SegmentBytes:
 		reason = "size"
 	case s.offIdx.offsetFull() || s.timIdx.timeFull():
 		reason = "index full"
-	case lastOffset-s.base > math.MaxInt32:
-		reason = "relative offset"
 	case size+n > int64(len(s.data)):
 		reason = "mapping" // segment.bytes grew after the segment was mapped
 	case l.cfg.SegmentMs > 0 && s.firstTs >= 0 && maxTs-s.firstTs > l.cfg.SegmentMs.Milliseconds():
@@ -215,14 +240,14 @@ func (l *Log) maybeRoll(n, maxTs, lastOffset int64) error {
 	default:
 		return nil
 	}
-	return l.roll(reason)
+	return l.roll(reason, firstOffset)
 }
 
-// roll makes a new active segment at the log end offset and flushes the old one in the
-// background, as Kafka does, advancing the recovery point.
-func (l *Log) roll(reason string) error {
+// roll makes a new active segment at base (the log end offset, or the first offset of the
+// append about to be written) and flushes the old one in the background, as Kafka does,
+// advancing the recovery point.
+func (l *Log) roll(reason string, base int64) error {
 	old := l.active
-	base := l.leo.Load()
 	s, err := createSegment(l.dir, base, &l.cfg, l.logger, l.opts.Now())
 	if err != nil {
 		return fmt.Errorf("roll %s: %w", l.dir, err)

@@ -164,7 +164,7 @@ func (f *cleanerFixture) roll(tb testing.TB) {
 	if f.l.active.size.Load() == 0 {
 		return
 	}
-	if err := f.l.roll("test"); err != nil {
+	if err := f.l.roll("test", f.l.leo.Load()); err != nil {
 		tb.Fatal(err)
 	}
 }

@@ -25,6 +25,10 @@
 // a whole log directory (the clean-shutdown marker, the recovery-point and log-start-offset
 // checkpoints) are read and written with the helpers of checkpoint.go.
 //
+// A follower replica appends the leader's batches unchanged with AppendAsFollower and cuts a
+// diverged tail with TruncateTo or starts over with TruncateFullyAndStartAt (replica.go); a
+// truncation never changes bytes that a read still holds.
+//
 // Compacted logs (cleanup.policy=compact) are cleaned by a Cleaner in the background:
 // cleaner.go schedules, compact.go rewrites, swap.go replaces segments crash-safely.
 //

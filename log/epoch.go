@@ -68,10 +68,11 @@ func (c *epochCache) assignIfNewer(epoch int32, start int64) bool {
 	return c.assign(epoch, start)
 }
 
-// truncateFromEnd removes epochs that start past end, the new log end offset.
+// truncateFromEnd removes the epochs that start at or after end, as
+// LeaderEpochFileCache.truncateFromEnd: after a truncation to end no batch of them is left.
 func (c *epochCache) truncateFromEnd(end int64) bool {
 	n := len(c.entries)
-	for n > 0 && c.entries[n-1].start > end {
+	for n > 0 && c.entries[n-1].start >= end {
 		n--
 	}
 	changed := n != len(c.entries)
@@ -223,9 +224,34 @@ func (l *Log) SetLeaderEpoch(epoch int32) error {
 
 // EndOffsetForEpoch answers OffsetForLeaderEpoch from the leader-epoch cache: the largest
 // epoch <= epoch that the log knows and the offset where the next epoch starts (the log end
-// offset for the current epoch); (-1, -1) when unknown.
+// offset for the latest epoch); for an epoch older than all known ones, that epoch and the
+// start of the first known one, as Kafka does; (-1, -1) when unknown.
 func (l *Log) EndOffsetForEpoch(epoch int32) (int32, int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.epochs.endOffsetFor(epoch, l.leo.Load())
+}
+
+// LatestEpoch returns the newest epoch of the leader-epoch cache: what a follower sends as
+// LastFetchedEpoch so that the leader can tell where their logs diverge (KIP-320). ok is false
+// when the cache is empty.
+func (l *Log) LatestEpoch() (epoch int32, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n := len(l.epochs.entries); n > 0 {
+		return l.epochs.entries[n-1].epoch, true
+	}
+	return undefinedEpoch, false
+}
+
+// truncateEpochs drops the epochs that start at or after end and rewrites the checkpoint if
+// that changed anything. Called under mu.
+func (l *Log) truncateEpochs(end int64) error {
+	if l.epochs.truncateFromEnd(end) {
+		l.epochsDirty = true
+	}
+	if err := l.writeEpochs(); err != nil {
+		return fmt.Errorf("truncate leader epochs of %s at %d: %w", l.dir, end, err)
+	}
+	return nil
 }

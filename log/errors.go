@@ -26,6 +26,14 @@ var (
 	// ErrPolicyViolation is returned by DeleteRecordsBefore when cleanup.policy does not
 	// include delete (POLICY_VIOLATION).
 	ErrPolicyViolation = errors.New("policy violation")
+	// ErrOffsetOutOfOrder is returned by AppendAsFollower when a batch starts below the log end
+	// offset or below the end of the batch before it (Kafka's UnexpectedAppendOffsetException
+	// and OffsetsOutOfOrderException): the follower must truncate or refetch.
+	ErrOffsetOutOfOrder = errors.New("offset out of order")
+	// ErrTruncated is what SyncAsync answers when TruncateTo or TruncateFullyAndStartAt removed
+	// the offsets it waited for: the replica lost leadership, and the unreplicated tail with it
+	// (NOT_LEADER_OR_FOLLOWER).
+	ErrTruncated = errors.New("offsets truncated")
 	// ErrClosed is returned by operations on a closed or deleted log.
 	ErrClosed = errors.New("log closed")
 )

@@ -43,6 +43,9 @@ func (l *Log) flushUpTo(upto int64) error {
 	if segsp == nil {
 		return fmt.Errorf("flush %s: %w", l.dir, ErrClosed)
 	}
+	// A truncation lowers the log end offset under flushMu: a bound read before it must not
+	// move the recovery point past the new end.
+	upto = min(upto, l.leo.Load())
 	for _, s := range *segsp {
 		if s.base >= upto {
 			break

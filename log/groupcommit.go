@@ -1,6 +1,7 @@
 package log
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 )
@@ -45,6 +46,12 @@ func (l *Log) SyncAsync(upto int64, done func(error)) {
 	}
 	g := &l.gc
 	g.mu.Lock()
+	if upto > l.leo.Load() {
+		// Truncated since upto was clamped; the truncation answered the waiters queued before.
+		g.mu.Unlock()
+		done(fmt.Errorf("sync %s up to %d: %w", l.dir, upto, ErrTruncated))
+		return
+	}
 	g.waiters = append(g.waiters, syncWaiter{upto: upto, done: done})
 	if g.running {
 		g.mu.Unlock()
@@ -92,5 +99,32 @@ func (l *Log) groupFlush() {
 		if last {
 			return
 		}
+	}
+}
+
+// takeTruncated removes and returns the waiters for offsets past end, which a truncation
+// removed; the caller answers them with failTruncated once it has released Log.mu. Called
+// under Log.mu after the log end offset moved down to end.
+func (g *groupCommit) takeTruncated(end int64) []syncWaiter {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var gone []syncWaiter
+	keep := g.waiters[:0]
+	for _, w := range g.waiters {
+		if w.upto > end {
+			gone = append(gone, w)
+		} else {
+			keep = append(keep, w)
+		}
+	}
+	clear(g.waiters[len(keep):])
+	g.waiters = keep
+	return gone
+}
+
+// failTruncated answers the waiters takeTruncated returned with ErrTruncated.
+func (l *Log) failTruncated(gone []syncWaiter) {
+	for _, w := range gone {
+		w.done(fmt.Errorf("sync %s up to %d: %w", l.dir, w.upto, ErrTruncated))
 	}
 }

@@ -288,6 +288,25 @@ func (x *index) lastOffsetEntry(below func(rel, pos int64) bool) (rel, pos int64
 	return x.offsetEntry(lo - 1)
 }
 
+// entriesBelow returns how many entries point below relative offset rel: those a truncation at
+// that offset keeps. Relative offsets never decrease along either index.
+func (x *index) entriesBelow(rel int64) int64 {
+	at := int64(0) // where an entry holds its relative offset
+	if x.entrySize == timeEntrySize {
+		at = 8
+	}
+	lo, hi := int64(0), x.n.Load() // find the first entry at or past rel
+	for lo < hi {
+		mid := int64(uint64(lo+hi) >> 1)
+		if int64(binary.BigEndian.Uint32(x.mm[mid*x.entrySize+at:])) < rel {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
 // lookupBeforeTime returns the relative offset of the last time index entry whose timestamp
 // is below ts, or -1 when there is none. No batch up to that offset has a timestamp >= ts.
 func (x *index) lookupBeforeTime(ts int64) int64 {

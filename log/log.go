@@ -41,6 +41,9 @@ type Log struct {
 	// failed is set when a failed write could not be undone; appends refuse until reopen,
 	// which recovers the tail.
 	failed error
+	// abandoned is set when a truncation failed halfway through changing files and closed the
+	// log as a crash would; Close reports it, so that no clean-shutdown marker is written.
+	abandoned error
 
 	// flushMu serialises fsyncs so that the recovery point only moves over flushed data.
 	flushMu sync.Mutex
@@ -82,6 +85,9 @@ func (l *Log) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
+		if l.abandoned != nil {
+			return fmt.Errorf("close %s: %w", l.dir, l.abandoned)
+		}
 		return nil
 	}
 	l.closed = true

@@ -52,7 +52,11 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
 	l.loadEpochs()
-	l.snapOffset = l.loadSnapshot()
+	snapLimit := int64(math.MaxInt64)
+	if !opts.CleanShutdown {
+		snapLimit = opts.RecoveryPoint
+	}
+	l.snapOffset = l.loadSnapshot(snapLimit)
 	var segs []*segment
 	if len(bases) == 0 {
 		s, err := createSegment(dir, 0, &l.cfg, l.logger, opts.Now())
@@ -64,8 +68,13 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
 	l.active = segs[len(segs)-1]
+	// Snapshots past the end (recovery cut the log, or a truncation was interrupted) describe
+	// batches that are gone; a later crash must not load one.
+	if err := l.removeSnapshotsAbove(l.active.next); err != nil {
+		l.logger.Warn("stale producer snapshots left", "err", err)
+	}
 	if l.active.next < l.snapOffset {
-		l.rebuildProducers(segs) // recovery cut the log below the snapshot
+		l.reloadProducers(segs, l.active.next) // recovery cut the log below the snapshot
 	}
 	var total int64
 	for _, s := range segs {
@@ -81,7 +90,9 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 	l.lastFlushNanos.Store(opts.Now().UnixNano())
 	l.gc.enabled.Store(cfg.GroupCommit)
 	l.segs.Store(&segs)
-	if l.epochs.truncateFromEnd(l.active.next) {
+	// Past the end, not at it: an epoch a leader started at its log end before writing to it
+	// (SetLeaderEpoch) survives the restart.
+	if l.epochs.truncateFromEnd(l.active.next + 1) {
 		l.logger.Warn("dropped leader epochs past the log end", "log_end_offset", l.active.next)
 		l.epochsDirty = true
 	}
@@ -149,7 +160,8 @@ func (l *Log) listSegments() ([]int64, error) {
 			continue
 		}
 		l.logger.Warn("removing stray file", "file", name)
-		if err := os.Remove(filepath.Join(l.dir, name)); err != nil {
+		// A *.deleted file may be going already: a released segment of a log closed before.
+		if err := ignoreNotExist(os.Remove(filepath.Join(l.dir, name))); err != nil {
 			return nil, fmt.Errorf("remove stray file: %w", err)
 		}
 	}

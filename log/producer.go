@@ -165,18 +165,22 @@ func (p *producers) commit() {
 // discard drops the staged changes.
 func (p *producers) discard() { p.staged = p.staged[:0] }
 
-// load applies a batch read back from disk without validation, as Kafka does when it rebuilds
-// producer state from the log.
-func (p *producers) load(h *batchHeader) {
-	e, ok := p.entries[h.producerID]
-	if !ok {
-		e = producerEntry{epoch: noProducerEpoch}
-	}
+// replay stages batch h without validation, as Kafka applies batches read back from disk or
+// replicated from the leader, which validated them: the entries end up as the leader's, so a
+// replica that becomes leader detects the same duplicates.
+func (p *producers) replay(h *batchHeader) {
+	e, at := p.current(h.producerID)
 	e.lastTimestamp = h.maxTimestamp
 	if h.isControl() {
 		e.setEpoch(h.producerEpoch)
 	} else {
 		e.add(h.producerEpoch, producerBatch{firstSeq: h.baseSequence, lastSeq: h.lastSequence(), firstOffset: h.baseOffset, lastOffset: h.lastOffset()})
 	}
-	p.entries[h.producerID] = e
+	p.stage(h.producerID, e, at)
+}
+
+// load applies a batch read back from disk at once.
+func (p *producers) load(h *batchHeader) {
+	p.replay(h)
+	p.commit()
 }

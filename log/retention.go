@@ -1,6 +1,9 @@
 package log
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // ApplyRetention deletes whole segments as Kafka's retention check does
 // (log.retention.check.interval.ms): first those wholly below the log start offset (after
@@ -65,7 +68,7 @@ func (l *Log) deleteSegments(reason string, breach func(s, next *segment) bool) 
 		}
 		if next == nil {
 			if s.size.Load() > 0 {
-				if err := l.roll(reason); err != nil {
+				if err := l.roll(reason, l.leo.Load()); err != nil {
 					return n, fmt.Errorf("apply %s to %s: %w", reason, l.dir, err)
 				}
 			}
@@ -96,23 +99,30 @@ func (l *Log) dropSegments(n int, reason string) error {
 	}
 	l.flushMu.Unlock()
 	l.segs.Store(&rest)
+	bytes, err := markAllDeleted(doomed)
+	for _, s := range doomed {
+		s.decRef()
+	}
+	l.size.Add(-bytes)
+	l.dirDirty.Store(true)
+	l.logger.Info("deleted segments", "reason", reason, "segments", n, "bytes", bytes,
+		"first_base_offset", doomed[0].base, "log_start_offset", l.logStart.Load())
+	if err != nil {
+		return fmt.Errorf("delete segments of %s: %w", l.dir, err)
+	}
+	return nil
+}
+
+// markAllDeleted renames the files of segments leaving the log for deletion; they are removed
+// when the log and the last reader have released them. It returns the bytes the segments hold.
+func markAllDeleted(doomed []*segment) (int64, error) {
 	var errs []error
 	var bytes int64
 	for _, s := range doomed {
 		bytes += s.size.Load()
-		l.size.Add(-s.size.Load())
-		if err := s.markDeleted(); err != nil {
-			errs = append(errs, err)
-		}
-		s.decRef()
+		errs = append(errs, s.markDeleted())
 	}
-	l.dirDirty.Store(true)
-	l.logger.Info("deleted segments", "reason", reason, "segments", n, "bytes", bytes,
-		"first_base_offset", doomed[0].base, "log_start_offset", l.logStart.Load())
-	if len(errs) > 0 {
-		return fmt.Errorf("delete segments of %s: %v", l.dir, errs)
-	}
-	return nil
+	return bytes, errors.Join(errs...)
 }
 
 // DeleteRecordsBefore answers DeleteRecords (API 21): it moves the log start offset up to

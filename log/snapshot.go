@@ -217,10 +217,10 @@ func (l *Log) writeSnapshot(offset int64, data []byte) error {
 	return errors.Join(errs...)
 }
 
-// loadSnapshot restores the producer state from the newest usable snapshot: any after a clean
-// shutdown, else the newest at or below the recovery point. Damaged snapshots are removed. It
-// returns the snapshot's offset, from which batches must be replayed (0: none loaded).
-func (l *Log) loadSnapshot() int64 {
+// loadSnapshot restores the producer state from the newest usable snapshot at or below limit
+// (Open: any after a clean shutdown, else the recovery point). Damaged snapshots are removed.
+// It returns the snapshot's offset, from which batches must be replayed (0: none loaded).
+func (l *Log) loadSnapshot(limit int64) int64 {
 	offsets, err := listSnapshots(l.dir)
 	if err != nil {
 		l.logger.Warn("rebuilding producer state from the log", "err", err)
@@ -228,7 +228,7 @@ func (l *Log) loadSnapshot() int64 {
 	}
 	for i := len(offsets) - 1; i >= 0; i-- {
 		off := offsets[i]
-		if !l.opts.CleanShutdown && off > l.opts.RecoveryPoint {
+		if off > limit {
 			continue
 		}
 		path := snapshotPath(l.dir, off)
@@ -289,16 +289,42 @@ func (l *Log) loadTrusted(s *segment, expectNext, snapOffset int64) bool {
 	return true
 }
 
-// rebuildProducers replaces the producer state with one read from every batch header of segs;
-// Open uses it when recovery truncated the log below the loaded snapshot.
-func (l *Log) rebuildProducers(segs []*segment) {
+// removeSnapshotsAbove removes the snapshots past end, the log end offset after a truncation:
+// they describe batches that are gone.
+func (l *Log) removeSnapshotsAbove(end int64) error {
+	offsets, err := listSnapshots(l.dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, off := range offsets {
+		if off > end {
+			errs = append(errs, ignoreNotExist(os.Remove(snapshotPath(l.dir, off))))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("remove producer snapshots past %d: %w", end, err)
+	}
+	return nil
+}
+
+// reloadProducers rebuilds the producer state of a log cut at end, as Kafka's
+// rebuildProducerState: from the newest snapshot at or below end, then the batch headers of
+// segs from its offset on (found through the offset index).
+func (l *Log) reloadProducers(segs []*segment, end int64) {
 	l.producers = newProducers()
-	l.snapOffset = 0
+	from := l.loadSnapshot(end)
 	for _, s := range segs {
-		end := s.size.Load()
-		for pos := int64(0); pos < end; {
-			h := parseHeader(s.data[pos:end])
-			if h.producerID >= 0 {
+		if s.next <= from {
+			continue
+		}
+		var pos int64
+		if from > s.base {
+			pos = s.offIdx.lookupPosition(from - s.base)
+		}
+		for size := s.size.Load(); pos < size; {
+			h := parseHeader(s.data[pos:size])
+			if h.producerID >= 0 && h.baseOffset >= from {
 				l.producers.load(&h)
 			}
 			pos += h.size()

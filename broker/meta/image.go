@@ -1,9 +1,14 @@
 package meta
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 )
+
+// ErrStalePartitionEpoch says a partition record was based on an older partition state than
+// the current one: another change (an ISR change, a leader election) committed first.
+var ErrStalePartitionEpoch = errors.New("partition epoch is not the current one")
 
 // Image is an immutable snapshot of cluster metadata. Apply returns a new image; an image once
 // published is never modified, so request handlers read it without locks.
@@ -47,8 +52,28 @@ type Partition struct {
 	Index       int32
 	Leader      int32
 	LeaderEpoch int32
-	Replicas    []int32
-	ISR         []int32
+	// PartitionEpoch grows with every change of the partition's state (leader, ISR,
+	// replicas), so that a change proposed from an older state can be refused.
+	PartitionEpoch int32 `json:",omitempty"`
+	Replicas       []int32
+	ISR            []int32
+}
+
+// Next returns the record that changes p to leader, leaderEpoch and isr, one partition epoch
+// later.
+func (p Partition) Next(topic UUID, leader, leaderEpoch int32, isr []int32) Record {
+	return Record{Type: TypePartition, TopicID: topic, Partition: p.Index, Replicas: p.Replicas,
+		ISR: isr, Leader: leader, LeaderEpoch: leaderEpoch, PartitionEpoch: p.PartitionEpoch + 1}
+}
+
+// InISR reports whether node is in the partition's in-sync replica set.
+func (p Partition) InISR(node int32) bool {
+	for _, r := range p.ISR {
+		if r == node {
+			return true
+		}
+	}
+	return false
 }
 
 // EmptyImage is the image before any record is applied.
@@ -123,12 +148,20 @@ func (im *Image) Apply(offset int64, recs []Record) (*Image, error) {
 			if err != nil {
 				return nil, fmt.Errorf("record %d: %w", i, err)
 			}
-			p := Partition{Index: r.Partition, Leader: r.Leader, LeaderEpoch: r.LeaderEpoch,
+			p := Partition{Index: r.Partition, Leader: r.Leader, LeaderEpoch: r.LeaderEpoch, PartitionEpoch: r.PartitionEpoch,
 				Replicas: append([]int32(nil), r.Replicas...), ISR: append([]int32(nil), r.ISR...)}
 			switch {
 			case int(r.Partition) == len(t.Partitions):
 				t.Partitions = append(t.Partitions, p)
 			case int(r.Partition) < len(t.Partitions):
+				cur := t.Partitions[r.Partition].PartitionEpoch
+				switch r.PartitionEpoch {
+				case 0:
+					p.PartitionEpoch = cur + 1
+				case cur + 1:
+				default:
+					return nil, fmt.Errorf("record %d: partition %d of %q at epoch %d, not after %d: %w", i, r.Partition, t.Name, r.PartitionEpoch, cur, ErrStalePartitionEpoch)
+				}
 				t.Partitions[r.Partition] = p
 			default:
 				return nil, fmt.Errorf("record %d: partition %d of %q leaves a gap after %d partitions", i, r.Partition, t.Name, len(t.Partitions))

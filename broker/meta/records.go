@@ -36,6 +36,12 @@ type Record struct {
 	ISR         []int32 `json:"isr,omitempty"`
 	Leader      int32   `json:"leader,omitempty"`
 	LeaderEpoch int32   `json:"leader_epoch,omitempty"`
+	// PartitionEpoch is the partition's epoch after the record: 0 when it creates the
+	// partition, the current epoch + 1 when it changes one (a record that does not follow the
+	// current epoch is stale and refused, as KRaft refuses an AlterPartition with
+	// INVALID_UPDATE_VERSION). Logs written before partition epochs carry 0 on changes too,
+	// which is taken as the next epoch.
+	PartitionEpoch int32 `json:"partition_epoch,omitempty"`
 
 	// Config: a topic config key set to Value, or removed when Value is nil.
 	ConfigKey   string  `json:"config_key,omitempty"`

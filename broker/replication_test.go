@@ -1,0 +1,428 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/broker/meta"
+	"ringbroker/internal/testutil"
+	"ringbroker/wire"
+)
+
+// fastReplication shortens the cluster's timeouts so that fencing, ISR changes and follower
+// fetches happen within a test's patience.
+func fastReplication(c *Config) {
+	c.BrokerHeartbeatInterval = 100 * time.Millisecond
+	c.BrokerSessionTimeout = time.Second
+	c.ReplicaLagTimeMax = 2 * time.Second
+	c.ReplicaFetchWaitMax = 100 * time.Millisecond
+	c.ReplicaFetchBackoff = 100 * time.Millisecond
+}
+
+func TestStripeReplicas(t *testing.T) {
+	brokers := []int32{1, 2, 3, 4}
+	got := stripeReplicas(brokers, 0, 8, 3, 1, 0)
+	leaders := map[int32]int{}
+	for p, reps := range got {
+		if len(reps) != 3 {
+			t.Fatalf("partition %d has replicas %v, want 3", p, reps)
+		}
+		seen := map[int32]bool{}
+		for _, r := range reps {
+			if seen[r] || !slices.Contains(brokers, r) {
+				t.Fatalf("partition %d has replicas %v: a repeat or an unknown broker", p, reps)
+			}
+			seen[r] = true
+		}
+		leaders[reps[0]]++
+	}
+	for _, b := range brokers {
+		if leaders[b] != 2 {
+			t.Fatalf("leaders %v: want every broker to lead 2 of 8 partitions", leaders)
+		}
+	}
+	// Kafka's assignReplicasToBrokersRackUnaware with start 1 and shift 0 on 4 brokers.
+	want := [][]int32{{2, 3, 4}, {3, 4, 1}, {4, 1, 2}, {1, 2, 3}, {2, 4, 1}, {3, 1, 2}, {4, 2, 3}, {1, 3, 4}}
+	for p := range want {
+		if !slices.Equal(got[p], want[p]) {
+			t.Fatalf("partition %d: replicas %v, want %v (all: %v)", p, got[p], want[p], got)
+		}
+	}
+	// Added partitions continue the stripe where the existing ones end.
+	if more := stripeReplicas(brokers, 4, 4, 3, 1, 0); !slices.Equal(more[0], want[4]) || !slices.Equal(more[3], want[7]) {
+		t.Fatalf("partitions 4-7 placed as %v, want %v", more, want[4:])
+	}
+}
+
+func TestElectLeader(t *testing.T) {
+	tid := meta.NewUUID()
+	topic := &meta.Topic{Name: "t", ID: tid}
+	no := func(*meta.Topic) bool { return false }
+	yes := func(*meta.Topic) bool { return true }
+	p := meta.Partition{Index: 0, Leader: 1, LeaderEpoch: 4, PartitionEpoch: 7, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}}
+	if _, ok := electLeader(topic, p, map[int32]bool{1: true, 2: true, 3: true}, no); ok {
+		t.Fatal("all live: want no change")
+	}
+	// The leader is fenced: it leaves the ISR and the next in-sync replica leads, one leader
+	// epoch and one partition epoch later.
+	rec, ok := electLeader(topic, p, map[int32]bool{1: false, 2: true, 3: true}, no)
+	if !ok || rec.Leader != 2 || rec.LeaderEpoch != 5 || rec.PartitionEpoch != 8 || !slices.Equal(rec.ISR, []int32{2, 3}) {
+		t.Fatalf("leader fenced: %+v", rec)
+	}
+	// A fenced follower leaves the ISR; the leader and its epoch stay.
+	rec, ok = electLeader(topic, p, map[int32]bool{1: true, 2: true, 3: false}, no)
+	if !ok || rec.Leader != 1 || rec.LeaderEpoch != 4 || !slices.Equal(rec.ISR, []int32{1, 2}) {
+		t.Fatalf("follower fenced: %+v", rec)
+	}
+	// Only a replica outside the ISR is live: offline, the last ISR member kept, unless
+	// unclean election is allowed.
+	q := meta.Partition{Index: 0, Leader: 1, LeaderEpoch: 4, Replicas: []int32{1, 2}, ISR: []int32{1}}
+	rec, ok = electLeader(topic, q, map[int32]bool{1: false, 2: true}, no)
+	if !ok || rec.Leader != -1 || !slices.Equal(rec.ISR, []int32{1}) {
+		t.Fatalf("clean, no ISR member live: %+v", rec)
+	}
+	rec, ok = electLeader(topic, q, map[int32]bool{1: false, 2: true}, yes)
+	if !ok || rec.Leader != 2 || !slices.Equal(rec.ISR, []int32{2}) {
+		t.Fatalf("unclean: %+v", rec)
+	}
+	// The last ISR member comes back: it leads again.
+	off := meta.Partition{Index: 0, Leader: -1, LeaderEpoch: 5, Replicas: []int32{1, 2}, ISR: []int32{1}}
+	rec, ok = electLeader(topic, off, map[int32]bool{1: true, 2: true}, no)
+	if !ok || rec.Leader != 1 || rec.LeaderEpoch != 6 {
+		t.Fatalf("last ISR member back: %+v", rec)
+	}
+}
+
+// TestReplication produces with acks=all to a replication factor 3 topic on 3 brokers: every
+// follower ends with the leader's log byte for byte, the ISR holds all three, and consumers
+// read everything acknowledged.
+func TestReplication(t *testing.T) {
+	bs := startInProcessCluster(t, 3, fastReplication)
+	waitUnfenced(t, bs)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	seeds := clusterSeeds(bs)
+	adm := newAdmin(t, seeds)
+	if _, err := adm.CreateTopic(ctx, 3, 3, nil, "rep"); err != nil {
+		t.Fatal(err)
+	}
+	prod, err := kgo.NewClient(seeds, kgo.DefaultProduceTopic("rep"), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	const n = 600
+	produceValues(ctx, t, prod, 0, n)
+	waitReplicasEqual(t, bs, "rep", 3)
+	im := bs[0].meta.Image()
+	for _, p := range im.Topics["rep"].Partitions {
+		if len(p.Replicas) != 3 || len(p.ISR) != 3 {
+			t.Fatalf("partition %d: replicas %v, ISR %v; want all three in both", p.Index, p.Replicas, p.ISR)
+		}
+	}
+	checkConsumeAll(ctx, t, seeds, "rep", n)
+}
+
+// TestReplicationFailover stops the leader of a replicated partition: a follower from the ISR
+// takes over, producers go on, and nothing acknowledged is lost or repeated.
+func TestReplicationFailover(t *testing.T) {
+	bs := startInProcessCluster(t, 3, fastReplication)
+	waitUnfenced(t, bs)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	seeds := clusterSeeds(bs)
+	adm := newAdmin(t, seeds)
+	minISR := "2"
+	if _, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{"min.insync.replicas": &minISR}, "fo"); err != nil {
+		t.Fatal(err)
+	}
+	prod, err := kgo.NewClient(seeds, kgo.DefaultProduceTopic("fo"), kgo.RequiredAcks(kgo.AllISRAcks()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	produceValues(ctx, t, prod, 0, 200)
+	waitReplicasEqual(t, bs, "fo", 3)
+	before := bs[0].meta.Image().Topics["fo"].Partitions[0]
+	old := bs[before.Leader-1]
+	if err := old.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var rest []*Broker
+	for _, b := range bs {
+		if b != old {
+			rest = append(rest, b)
+		}
+	}
+	produceValues(ctx, t, prod, 200, 400)
+	after := rest[0].meta.Image().Topics["fo"].Partitions[0]
+	if after.Leader == before.Leader || after.LeaderEpoch <= before.LeaderEpoch || slices.Contains(after.ISR, before.Leader) {
+		t.Fatalf("after stopping leader %d: partition %+v; want another leader, a later epoch, and %d out of the ISR", before.Leader, after, before.Leader)
+	}
+	waitReplicasEqual(t, rest, "fo", 2)
+	checkConsumeAll(ctx, t, clusterSeeds(rest), "fo", 400)
+}
+
+// TestNotEnoughReplicas stops one of three replicas of a topic with min.insync.replicas=3:
+// once the ISR shrinks, acks=all is refused with NOT_ENOUGH_REPLICAS, and acks=1 still works.
+func TestNotEnoughReplicas(t *testing.T) {
+	bs := startInProcessCluster(t, 3, fastReplication)
+	waitUnfenced(t, bs)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	adm := newAdmin(t, clusterSeeds(bs))
+	minISR := "3"
+	if _, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{"min.insync.replicas": &minISR}, "nr"); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		if isr := bs[0].meta.Image().Topics["nr"].Partitions[0].ISR; len(isr) != 3 {
+			return fmt.Errorf("ISR %v", isr)
+		}
+		return nil
+	})
+	p := bs[0].meta.Image().Topics["nr"].Partitions[0]
+	var leader, follower *Broker
+	for _, b := range bs {
+		switch {
+		case b.cfg.NodeID == p.Leader:
+			leader = b
+		case follower == nil:
+			follower = b
+		}
+	}
+	if err := follower.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		if isr := leader.meta.Image().Topics["nr"].Partitions[0].ISR; len(isr) != 2 {
+			return fmt.Errorf("ISR %v, want 2 members", isr)
+		}
+		return nil
+	})
+	for _, tc := range []struct {
+		acks int16
+		want *kerr.Error
+	}{{-1, kerr.NotEnoughReplicas}, {1, nil}} {
+		// kgo sends a Produce request with its own acks setting, whatever the request says.
+		opts := []kgo.Opt{kgo.SeedBrokers(leader.Addr().String()), kgo.RequiredAcks(kgo.AllISRAcks())}
+		if tc.acks == 1 {
+			opts = []kgo.Opt{kgo.SeedBrokers(leader.Addr().String()), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite()}
+		}
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		code := produceOne(ctx, t, cl, leader.cfg.NodeID, "nr", leader.meta.Image().Topics["nr"].ID, tc.acks)
+		if err := kerr.ErrorForCode(code); err != errOrNil(tc.want) {
+			t.Fatalf("acks=%d with 2 of min.insync.replicas=3 in sync: %v, want %v", tc.acks, err, tc.want)
+		}
+	}
+}
+
+// produceOne sends one record to partition 0 of topic (id id) on node with acks and returns the
+// partition's error code.
+func produceOne(ctx context.Context, t *testing.T, cl *kgo.Client, node int32, topic string, id meta.UUID, acks int16) int16 {
+	t.Helper()
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = acks
+	req.TimeoutMillis = 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic, rt.TopicID = topic, id
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = oneRecordBatch(t)
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	raw, err := cl.Broker(int(node)).Request(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode
+}
+
+// oneRecordBatch encodes one record as an uncompressed batch.
+func oneRecordBatch(t *testing.T) []byte {
+	t.Helper()
+	now := time.Now().UnixMilli()
+	batch, err := wire.NewCodecs().AppendBatch(nil, wire.BatchHeader{FirstTimestamp: now, MaxTimestamp: now,
+		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, wire.CodecNone, []wire.Record{{Value: []byte("v")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return batch
+}
+
+// waitUnfenced waits until every broker of bs sees all of them registered and unfenced, so
+// that replicas can be placed on each.
+func waitUnfenced(t *testing.T, bs []*Broker) {
+	t.Helper()
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		for _, b := range bs {
+			live := 0
+			for _, br := range b.meta.Image().Brokers {
+				if !br.Fenced {
+					live++
+				}
+			}
+			if live != len(bs) {
+				return fmt.Errorf("node %d sees %d of %d brokers unfenced", b.cfg.NodeID, live, len(bs))
+			}
+		}
+		return nil
+	})
+}
+
+func clusterSeeds(bs []*Broker) kgo.Opt {
+	var addrs []string
+	for _, b := range bs {
+		addrs = append(addrs, b.Addr().String())
+	}
+	return kgo.SeedBrokers(addrs...)
+}
+
+func newAdmin(t *testing.T, seeds kgo.Opt) *kadm.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(seeds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
+}
+
+// produceValues produces the values from..to-1 (as decimal strings) and waits for every ack.
+func produceValues(ctx context.Context, t *testing.T, cl *kgo.Client, from, to int) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(strconv.Itoa(i))}).FirstErr(); err != nil {
+			t.Fatalf("produce %d: %v", i, err)
+		}
+	}
+}
+
+// waitReplicasEqual waits until on every broker of bs that has a replica of topic, each
+// partition's log equals its leader's, byte for byte, up to the same end and high watermark,
+// and replicas of each partition are on want of bs.
+func waitReplicasEqual(t *testing.T, bs []*Broker, topic string, want int) {
+	t.Helper()
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		im := bs[0].meta.Image()
+		tp := im.Topics[topic]
+		if tp == nil {
+			return fmt.Errorf("no topic %s", topic)
+		}
+		for _, pm := range tp.Partitions {
+			var logs [][]byte
+			var ends []string
+			for _, b := range bs {
+				p := b.parts.Load().lookup(topic, pm.Index)
+				if p == nil {
+					continue
+				}
+				data, err := readWholeLog(p)
+				if err != nil {
+					return err
+				}
+				logs = append(logs, data)
+				ends = append(ends, fmt.Sprintf("node %d: end %d hw %d leader %v", b.cfg.NodeID, p.log.LogEndOffset(), p.highWatermark(), p.isLeader()))
+				if p.highWatermark() != p.log.LogEndOffset() {
+					return fmt.Errorf("partition %d: %v", pm.Index, ends)
+				}
+			}
+			if len(logs) != want {
+				return fmt.Errorf("partition %d: %d replicas open, want %d", pm.Index, len(logs), want)
+			}
+			for i := 1; i < len(logs); i++ {
+				if !bytes.Equal(logs[i], logs[0]) {
+					return fmt.Errorf("partition %d: replica logs differ (%d vs %d bytes): %v", pm.Index, len(logs[i]), len(logs[0]), ends)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// readWholeLog returns every batch of p's log.
+func readWholeLog(p *partition) ([]byte, error) {
+	var out []byte
+	end := p.log.LogEndOffset()
+	for off := p.log.LogStartOffset(); off < end; {
+		rr, err := p.log.Read(off, 1<<20, end, true)
+		if err != nil {
+			return nil, fmt.Errorf("read %s-%d at %d: %w", p.topic, p.index, off, err)
+		}
+		if len(rr.Data) == 0 {
+			rr.Release()
+			break
+		}
+		out = append(out, rr.Data...)
+		rr.Release()
+		next := lastOffsetAfter(out)
+		if next <= off {
+			return nil, fmt.Errorf("read %s-%d: no progress at %d", p.topic, p.index, off)
+		}
+		off = next
+	}
+	return out, nil
+}
+
+// lastOffsetAfter returns the offset after the last whole batch in data.
+func lastOffsetAfter(data []byte) int64 {
+	var next int64
+	for len(data) >= 61 {
+		var b kmsg.RecordBatch
+		if err := b.ReadFrom(data); err != nil {
+			break
+		}
+		next = b.FirstOffset + int64(b.LastOffsetDelta) + 1
+		data = data[12+b.Length:]
+	}
+	return next
+}
+
+// checkConsumeAll reads topic from the start and checks it holds the values 0..n-1 exactly once,
+// each partition in produce order.
+func checkConsumeAll(ctx context.Context, t *testing.T, seeds kgo.Opt, topic string, n int) {
+	t.Helper()
+	cons, err := kgo.NewClient(seeds, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	seen := map[int]bool{}
+	last := map[int32]int{}
+	for len(seen) < n {
+		fs := cons.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consumed %d of %d: %v", len(seen), n, err)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Logf("fetch error: %v", err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			v, err := strconv.Atoi(string(r.Value))
+			if err != nil || seen[v] {
+				t.Fatalf("record %q at %d/%d: unparsable or repeated", r.Value, r.Partition, r.Offset)
+			}
+			if prev, ok := last[r.Partition]; ok && v < prev {
+				t.Fatalf("partition %d: %d after %d", r.Partition, v, prev)
+			}
+			seen[v], last[r.Partition] = true, v
+		})
+	}
+	for i := range n {
+		if !seen[i] {
+			t.Fatalf("value %d missing", i)
+		}
+	}
+}
