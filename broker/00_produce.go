@@ -9,8 +9,9 @@ package broker
 // baseOffset and partitionLeaderEpoch are written in place, so nothing is re-encoded. Idempotent
 // producers are checked per producer id, epoch and sequence by the log (duplicates are answered
 // with their original offsets). acks=0 gets no response, and the connection is closed when any
-// partition failed, as Kafka does; acks=1 and acks=-1 answer after the append (on one node the
-// in-sync replica set is this broker). In group-commit mode (topic config flush.group.commit)
+// partition failed, as Kafka does; acks=1 answers after the append, acks=-1 once the high watermark
+// passes the batch (at once when the leader is the only in-sync replica; NOT_ENOUGH_REPLICAS
+// below min.insync.replicas). In group-commit mode (topic config flush.group.commit)
 // acks=1 and acks=-1 answer only once a shared fsync covers the appended batches; the handler
 // returns at once and the flusher goroutine sends the response (KAFKA_STORAGE_ERROR for a
 // partition whose fsync failed); acks=0 starts the fsync without waiting. v13 names topics by

@@ -5,7 +5,8 @@ package broker
 // Behavior: validates each topic (name, existence, '.'/'_' collisions, partitions, replication
 // factor against the registered brokers, manual assignments, configs) and commits it to the
 // metadata log; results are per topic, with Kafka's error codes and messages. validate_only checks
-// without committing. Replication factors above 1 are refused until data replication lands.
+// without committing. Replicas are placed over the unfenced brokers as Kafka's rack-unaware
+// assignment does; a manual assignment's ISR is its live replicas.
 //
 // Version notes: from v5 the response carries the partition count, replication factor and
 // configs, and from v7 the topic id.
