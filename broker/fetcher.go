@@ -317,9 +317,8 @@ func (f *replicaFetcher) apply(p *partition, rp *kmsg.FetchResponseTopicPartitio
 		return f.truncateDiverged(p, rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset)
 	}
 	if len(rp.RecordBatches) > 0 {
-		if _, err := p.log.AppendAsFollower(rp.RecordBatches); err != nil && !errors.Is(err, rlog.ErrCorruptBatch) {
-			return fmt.Errorf("append as follower: %w", err)
-		} else if err != nil && !partialBatchOnly(rp.RecordBatches) {
+		// A partition whose next batch did not fit the response comes again, first in a later one.
+		if _, err := p.log.AppendAsFollower(rp.RecordBatches); err != nil && !errors.Is(err, rlog.ErrIncompleteBatch) {
 			return fmt.Errorf("append as follower: %w", err)
 		}
 	}
@@ -330,15 +329,6 @@ func (f *replicaFetcher) apply(p *partition, rp *kmsg.FetchResponseTopicPartitio
 		}
 	}
 	return nil
-}
-
-// partialBatchOnly reports whether records hold less than one whole batch: what a leader
-// sends for a partition whose next batch did not fit in the response.
-func partialBatchOnly(records []byte) bool {
-	if len(records) < 12 {
-		return true
-	}
-	return int64(len(records)) < 12+int64(int32(binary.BigEndian.Uint32(records[8:12])))
 }
 
 // truncateDiverged truncates p where its log and the leader's part (KIP-320/KIP-595, as

@@ -1,6 +1,9 @@
 package log
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors returned (wrapped with detail) by Log methods. Callers map them to Kafka
 // error codes with errors.Is.
@@ -34,6 +37,10 @@ var (
 	// the offsets it waited for: the replica lost leadership, and the unreplicated tail with it
 	// (NOT_LEADER_OR_FOLLOWER).
 	ErrTruncated = errors.New("offsets truncated")
+	// ErrIncompleteBatch is returned by AppendAsFollower when records hold not even one whole
+	// batch: what a leader sends for a partition whose next batch did not fit its response,
+	// not a corruption. It wraps ErrCorruptBatch.
+	ErrIncompleteBatch = fmt.Errorf("%w: no whole batch", ErrCorruptBatch)
 	// ErrClosed is returned by operations on a closed or deleted log.
 	ErrClosed = errors.New("log closed")
 )

@@ -34,7 +34,7 @@ import (
 // reaches it starts over at that batch's base offset: the leader's log start fell inside the
 // batch (Kafka's Partition does the same).
 //
-// Errors wrap ErrCorruptBatch (also when not one whole batch arrived), ErrOffsetOutOfOrder,
+// Errors wrap ErrCorruptBatch (ErrIncompleteBatch when not one whole batch arrived), ErrOffsetOutOfOrder,
 // ErrRecordListTooLarge (a single batch larger than segment.bytes) or ErrClosed, and leave the
 // log as it was (but for such a restart), or report an I/O failure as Append's do.
 func (l *Log) AppendAsFollower(records []byte) (AppendResult, error) {
@@ -109,7 +109,7 @@ func (l *Log) stageReplicated(records []byte) (n int, res AppendResult, maxTs in
 		n += int(h.size())
 	}
 	if n == 0 {
-		return 0, AppendResult{}, 0, fmt.Errorf("append to %s as follower: %w: no whole batch in %d bytes", l.dir, ErrCorruptBatch, len(records))
+		return 0, AppendResult{}, 0, fmt.Errorf("append to %s as follower: %w in %d bytes", l.dir, ErrIncompleteBatch, len(records))
 	}
 	return n, AppendResult{BaseOffset: l.hdrs[0].baseOffset, LastOffset: next - 1, LogAppendTime: -1}, maxTs, nil
 }

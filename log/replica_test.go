@@ -318,9 +318,9 @@ func TestFollowerAppendRejects(t *testing.T) {
 		records []byte
 		wErr    error
 	}{
-		{"empty", nil, ErrCorruptBatch},
-		{"header only", next[:recordbatch.HeaderSize], ErrCorruptBatch},
-		{"all but the last byte", next[:len(next)-1], ErrCorruptBatch},
+		{"empty", nil, ErrIncompleteBatch},
+		{"header only", next[:recordbatch.HeaderSize], ErrIncompleteBatch},
+		{"all but the last byte", next[:len(next)-1], ErrIncompleteBatch},
 		{"below the log end", stored(t, plain(2, 10, 0), 12, 1), ErrOffsetOutOfOrder},
 		{"offsets go back", slices.Concat(next, stored(t, plain(1, 10, 0), 15, 1)), ErrOffsetOutOfOrder},
 		{"bad crc", badCRC, ErrCorruptBatch},
@@ -328,8 +328,12 @@ func TestFollowerAppendRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := l.AppendAsFollower(tt.records); !errors.Is(err, tt.wErr) {
+			_, err := l.AppendAsFollower(tt.records)
+			if !errors.Is(err, tt.wErr) {
 				t.Fatalf("AppendAsFollower = %v; want %v", err, tt.wErr)
+			}
+			if errors.Is(err, ErrIncompleteBatch) && tt.wErr != ErrIncompleteBatch {
+				t.Fatalf("AppendAsFollower = %v; want a refusal other than an incomplete batch", err)
 			}
 			checkHolds(t, l, kept)
 		})
