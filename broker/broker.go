@@ -78,6 +78,9 @@ type Broker struct {
 	imageChanged chan struct{}
 	incarnation  meta.UUID
 	heartbeating atomic.Bool
+	// shuttingDown is set once Shutdown asks the controller for a controlled shutdown, so that
+	// every later heartbeat keeps asking.
+	shuttingDown atomic.Bool
 
 	closing atomic.Bool
 	stop    chan struct{}
@@ -336,12 +339,14 @@ func (b *Broker) stopServers(ctx context.Context) {
 	}
 }
 
-// Shutdown is a clean stop: stop accepting, finish in-flight requests, flush and close every
-// log (writing the clean-shutdown markers), close the metadata log.
+// Shutdown is a clean stop: move leadership away (controlled shutdown), stop accepting, finish
+// in-flight requests, flush and close every log (writing the clean-shutdown markers), close
+// the metadata log.
 func (b *Broker) Shutdown(ctx context.Context) error {
 	if !b.closing.CompareAndSwap(false, true) {
 		return nil
 	}
+	b.controlledShutdown(ctx)
 	b.stopServers(ctx)
 	if b.metricsSrv != nil {
 		b.metricsSrv.Shutdown(ctx)

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"slices"
 	"sort"
 	"strings"
@@ -74,7 +75,7 @@ func (b *Broker) controllerLoop() {
 			if b.cfg.hasRole("broker") {
 				// The controller runs, so the broker of its own process is alive: a late tick
 				// (a long stall of this process) must not fence it.
-				hbs[b.cfg.NodeID] = meta.Heartbeat{Incarnation: b.incarnation, At: now}
+				hbs[b.cfg.NodeID] = meta.Heartbeat{Incarnation: b.incarnation, At: now, WantShutdown: b.shuttingDown.Load()}
 			}
 			recs := fenceRecords(im, hbs, leaderSince, now, b.cfg.BrokerSessionTimeout, b.uncleanElection)
 			if len(recs) == 0 {
@@ -93,15 +94,61 @@ func (b *Broker) heartbeat() {
 		return
 	}
 	defer b.heartbeating.Store(false)
-	if err := b.meta.Heartbeat(b.cfg.NodeID, b.incarnation); err != nil {
+	if _, err := b.meta.Heartbeat(context.Background(), b.cfg.NodeID, b.incarnation, b.shuttingDown.Load()); err != nil {
 		b.logger.Warn("broker heartbeat", "err", err)
 	}
 }
 
+// controlledShutdown moves this broker's leadership to other replicas before it stops, as
+// Kafka's controlled shutdown does, so that clients fail over at once instead of after the
+// session timeout: it heartbeats with WantShutdown until the controller answers that nothing
+// is led here any more, for at most one session timeout or until ctx ends. A broker with no
+// live peer to hand leadership to stops at once.
+func (b *Broker) controlledShutdown(ctx context.Context) {
+	if !b.cfg.hasRole("broker") || !b.hasLivePeer() {
+		return
+	}
+	b.shuttingDown.Store(true)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.BrokerSessionTimeout)
+	defer cancel()
+	for {
+		ok, err := b.meta.Heartbeat(ctx, b.cfg.NodeID, b.incarnation, true)
+		switch {
+		case err == nil && ok:
+			b.logger.Info("controlled shutdown: leadership moved away", "node", b.cfg.NodeID, "took", time.Since(start).Round(time.Millisecond))
+			return
+		case ctx.Err() != nil:
+			b.logger.Warn("controlled shutdown did not complete; stopping anyway", "node", b.cfg.NodeID, "after", time.Since(start).Round(time.Millisecond), "err", err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(controlledShutdownPoll):
+		}
+	}
+}
+
+// controlledShutdownPoll is how often a stopping broker asks the controller whether its
+// leadership has moved.
+const controlledShutdownPoll = 100 * time.Millisecond
+
+// hasLivePeer reports whether another registered broker is unfenced and not stopping itself,
+// one that could take over this broker's leadership.
+func (b *Broker) hasLivePeer() bool {
+	for _, br := range b.meta.Image().Brokers {
+		if br.NodeID != b.cfg.NodeID && !br.Fenced && !br.InControlledShutdown {
+			return true
+		}
+	}
+	return false
+}
+
 // fenceRecords is the active controller's decision: fence the unfenced brokers not heard from
 // (with their registered incarnation) for sessionTimeout, unfence fenced ones heard from again,
-// and bring each partition in line (KIP-841): fenced brokers leave its ISR, unless one is the
-// last member, and a partition whose leader is fenced or missing gets the first live replica of
+// record the controlled shutdown of those whose heartbeat asks for it, and bring each partition
+// in line (KIP-841): fenced and shutting-down brokers leave its ISR, unless one is the last
+// member, and a partition whose leader is fenced, shutting down or missing gets the first live replica of
 // its ISR as leader; with none, an unclean election (unclean says whether the topic allows it)
 // takes any live replica, else the partition goes offline (leader -1). A broker's silence is
 // counted from when this controller began leading at the earliest, as heartbeats went to the
@@ -118,7 +165,12 @@ func fenceRecords(im *meta.Image, hbs map[int32]meta.Heartbeat, leaderSince, now
 		if alive == br.Fenced {
 			recs = append(recs, meta.Record{Type: meta.TypeFence, NodeID: br.NodeID, Fenced: !alive})
 		}
-		live[br.NodeID] = alive
+		stopping := br.InControlledShutdown
+		if hb, ok := hbs[br.NodeID]; ok && alive && !stopping && hb.WantShutdown && hb.Incarnation == br.Incarnation {
+			recs = append(recs, meta.Record{Type: meta.TypeControlledShutdown, NodeID: br.NodeID, Incarnation: br.Incarnation})
+			stopping = true
+		}
+		live[br.NodeID] = alive && !stopping
 	}
 	for _, name := range im.SortedTopicNames() {
 		t := im.Topics[name]

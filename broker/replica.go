@@ -311,9 +311,16 @@ func (b *Broker) followerFetched(p *partition, replica int32, offset int64, now 
 	if moved {
 		p.wakeWaiters()
 	}
-	if join {
+	if join && b.eligibleForISR(replica) {
 		b.changeISR(p, st, append(slices.Clone(st.isr), replica))
 	}
+}
+
+// eligibleForISR reports whether broker replica may join an ISR: registered, unfenced and not
+// in controlled shutdown, as Kafka's controller requires of an AlterPartition.
+func (b *Broker) eligibleForISR(replica int32) bool {
+	br, ok := b.meta.Image().Brokers[replica]
+	return ok && !br.Fenced && !br.InControlledShutdown
 }
 
 // shrinkISRs drops from the ISR of every partition led here the followers that have not caught

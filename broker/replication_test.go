@@ -134,46 +134,6 @@ func TestReplication(t *testing.T) {
 	checkConsumeAll(ctx, t, seeds, "rep", n)
 }
 
-// TestReplicationFailover stops the leader of a replicated partition: a follower from the ISR
-// takes over, producers go on, and nothing acknowledged is lost or repeated.
-func TestReplicationFailover(t *testing.T) {
-	bs := startInProcessCluster(t, 3, fastReplication)
-	waitUnfenced(t, bs)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	seeds := clusterSeeds(bs)
-	adm := newAdmin(t, seeds)
-	minISR := "2"
-	if _, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{"min.insync.replicas": &minISR}, "fo"); err != nil {
-		t.Fatal(err)
-	}
-	prod, err := kgo.NewClient(seeds, kgo.DefaultProduceTopic("fo"), kgo.RequiredAcks(kgo.AllISRAcks()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
-	produceValues(ctx, t, prod, 0, 200)
-	waitReplicasEqual(t, bs, "fo", 3)
-	before := bs[0].meta.Image().Topics["fo"].Partitions[0]
-	old := bs[before.Leader-1]
-	if err := old.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var rest []*Broker
-	for _, b := range bs {
-		if b != old {
-			rest = append(rest, b)
-		}
-	}
-	produceValues(ctx, t, prod, 200, 400)
-	after := rest[0].meta.Image().Topics["fo"].Partitions[0]
-	if after.Leader == before.Leader || after.LeaderEpoch <= before.LeaderEpoch || slices.Contains(after.ISR, before.Leader) {
-		t.Fatalf("after stopping leader %d: partition %+v; want another leader, a later epoch, and %d out of the ISR", before.Leader, after, before.Leader)
-	}
-	waitReplicasEqual(t, rest, "fo", 2)
-	checkConsumeAll(ctx, t, clusterSeeds(rest), "fo", 400)
-}
-
 // TestNotEnoughReplicas stops one of three replicas of a topic with min.insync.replicas=3:
 // once the ISR shrinks, acks=all is refused with NOT_ENOUGH_REPLICAS, and acks=1 still works.
 func TestNotEnoughReplicas(t *testing.T) {
@@ -425,4 +385,71 @@ func checkConsumeAll(ctx context.Context, t *testing.T, seeds kgo.Opt, topic str
 			t.Fatalf("value %d missing", i)
 		}
 	}
+}
+
+// TestControlledShutdown stops a partition's leader while a producer writes with acks=all:
+// Shutdown returns only after the controller moved leadership away, well before the session
+// timeout could have fenced the broker, and nothing acknowledged is lost.
+func TestControlledShutdown(t *testing.T) {
+	bs := startInProcessCluster(t, 3, fastReplication, func(c *Config) { c.BrokerSessionTimeout = 20 * time.Second })
+	waitUnfenced(t, bs)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	seeds := clusterSeeds(bs)
+	minISR := "2"
+	if _, err := newAdmin(t, seeds).CreateTopic(ctx, 2, 3, map[string]*string{"min.insync.replicas": &minISR}, "cs"); err != nil {
+		t.Fatal(err)
+	}
+	prod, err := kgo.NewClient(seeds, kgo.DefaultProduceTopic("cs"), kgo.RequiredAcks(kgo.AllISRAcks()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	produceValues(ctx, t, prod, 0, 200)
+	waitReplicasEqual(t, bs, "cs", 3)
+	before := bs[0].meta.Image().Topics["cs"].Partitions[0]
+	old := bs[before.Leader-1]
+	inc := old.incarnation
+	produced := make(chan error, 1)
+	go func() {
+		for i := 200; i < 600; i++ {
+			if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte(strconv.Itoa(i))}).FirstErr(); err != nil {
+				produced <- fmt.Errorf("produce %d: %w", i, err)
+				return
+			}
+		}
+		produced <- nil
+	}()
+	if err := old.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var rest []*Broker
+	for _, b := range bs {
+		if b != old {
+			rest = append(rest, b)
+		}
+	}
+	// The controller answered "may stop" only from an image where the old leader leads
+	// nothing; the others apply that image at once, long before a fence could happen.
+	testutil.WaitFor(t, 5*time.Second, func() error {
+		im := rest[0].meta.Image()
+		br := im.Brokers[old.cfg.NodeID]
+		if br.Fenced || !br.InControlledShutdown || br.Incarnation != inc {
+			return fmt.Errorf("broker %d = %+v; want in controlled shutdown, not fenced", old.cfg.NodeID, br)
+		}
+		for _, p := range im.Topics["cs"].Partitions {
+			if p.Leader == old.cfg.NodeID || slices.Contains(p.ISR, old.cfg.NodeID) {
+				return fmt.Errorf("partition %+v still has node %d as leader or in its ISR", p, old.cfg.NodeID)
+			}
+		}
+		if p := im.Topics["cs"].Partitions[0]; p.LeaderEpoch <= before.LeaderEpoch {
+			return fmt.Errorf("partition 0 at leader epoch %d, not after %d", p.LeaderEpoch, before.LeaderEpoch)
+		}
+		return nil
+	})
+	if err := <-produced; err != nil {
+		t.Fatal(err)
+	}
+	waitReplicasEqual(t, rest, "cs", 2)
+	checkConsumeAll(ctx, t, clusterSeeds(rest), "cs", 600)
 }

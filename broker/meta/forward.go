@@ -33,6 +33,8 @@ type forwardRequest struct {
 	Incarnation UUID   `json:"incarnation,omitempty"`
 	// Addr is a learner's listener address, where the leader sends it the log.
 	Addr string `json:"addr,omitempty"`
+	// WantShutdown is a heartbeat's request for a controlled shutdown.
+	WantShutdown bool `json:"want_shutdown,omitempty"`
 }
 
 // forwardResponse answers a forwardRequest: the entry's index, or why not.
@@ -41,6 +43,9 @@ type forwardResponse struct {
 	Err       string `json:"err,omitempty"`
 	NotLeader bool   `json:"not_leader,omitempty"`
 	Leader    uint64 `json:"leader,omitempty"`
+	// ShouldShutdown answers a heartbeat that asked for a controlled shutdown: the broker
+	// leads nothing any more and may stop.
+	ShouldShutdown bool `json:"should_shutdown,omitempty"`
 }
 
 // unreachableError says a forward did not reach the leader, so nothing was proposed.
@@ -113,6 +118,7 @@ func (s *RaftStore) serveForward(body []byte) forwardResponse {
 	}
 	var idx uint64
 	var err error
+	var shouldShutdown bool
 	switch req.Kind {
 	case "commit":
 		var recs []Record
@@ -124,7 +130,7 @@ func (s *RaftStore) serveForward(body []byte) forwardResponse {
 			}
 		}
 	case "heartbeat":
-		if err = s.recordHeartbeat(req.NodeID, req.Incarnation); err == nil && req.Addr != "" {
+		if shouldShutdown, err = s.recordHeartbeat(req.NodeID, req.Incarnation, req.WantShutdown); err == nil && req.Addr != "" {
 			// A learner's address is known from its join entry, which a snapshot may have
 			// compacted away; its heartbeats keep this leader's address book current.
 			if _, voter := s.cfg.Voters[req.NodeID]; !voter {
@@ -143,5 +149,5 @@ func (s *RaftStore) serveForward(body []byte) forwardResponse {
 	case err != nil:
 		return forwardResponse{Err: err.Error()}
 	}
-	return forwardResponse{Index: idx}
+	return forwardResponse{Index: idx, ShouldShutdown: shouldShutdown}
 }

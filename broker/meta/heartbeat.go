@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"context"
 	"time"
 
 	"ringbroker/raft"
@@ -10,24 +11,35 @@ import (
 type Heartbeat struct {
 	Incarnation UUID
 	At          time.Time
+	// WantShutdown says the broker is stopping and asks for its leadership to move away
+	// first (Kafka's BrokerHeartbeat WantShutDown).
+	WantShutdown bool
 }
 
 // Heartbeat tells the active controller that broker nodeID (this process, incarnation inc)
-// is alive.
-func (s *RaftStore) Heartbeat(nodeID int32, inc UUID) error {
+// is alive and whether it wants to shut down. The answer says whether it may stop now: it
+// asked to, the controller recorded its controlled shutdown, and it leads no partition any
+// more (Kafka's ShouldShutDown). It gives up when ctx ends or after the commit timeout.
+func (s *RaftStore) Heartbeat(ctx context.Context, nodeID int32, inc UUID, wantShutdown bool) (shouldShutdown bool, err error) {
 	deadline := time.Now().Add(s.cfg.CommitTimeout)
-	_, err := s.toLeader(deadline, func(leader int32) (uint64, error) {
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	_, err = s.toLeader(deadline, func(leader int32) (uint64, error) {
 		if leader == s.cfg.NodeID {
-			return 0, s.recordHeartbeat(nodeID, inc)
+			var err error
+			shouldShutdown, err = s.recordHeartbeat(nodeID, inc, wantShutdown)
+			return 0, err
 		}
-		req := forwardRequest{Kind: "heartbeat", NodeID: nodeID, Incarnation: inc}
+		req := forwardRequest{Kind: "heartbeat", NodeID: nodeID, Incarnation: inc, WantShutdown: wantShutdown}
 		if s.cfg.Learner {
 			req.Addr = s.learnerAddr()
 		}
-		_, err := s.forward(leader, req, deadline)
+		resp, err := s.forward(leader, req, deadline)
+		shouldShutdown = resp.ShouldShutdown
 		return 0, err
 	})
-	return err
+	return shouldShutdown, err
 }
 
 // Heartbeats returns the heartbeats received since this controller last became the leader.
@@ -49,12 +61,12 @@ func (s *RaftStore) ResetHeartbeats() {
 	s.hbMu.Unlock()
 }
 
-func (s *RaftStore) recordHeartbeat(nodeID int32, inc UUID) error {
+func (s *RaftStore) recordHeartbeat(nodeID int32, inc UUID, wantShutdown bool) (shouldShutdown bool, err error) {
 	if !s.node.IsLeader() {
-		return &raft.NotLeaderError{Leader: s.node.Leader()}
+		return false, &raft.NotLeaderError{Leader: s.node.Leader()}
 	}
 	s.hbMu.Lock()
-	s.heartbeats[nodeID] = Heartbeat{Incarnation: inc, At: time.Now()}
+	s.heartbeats[nodeID] = Heartbeat{Incarnation: inc, At: time.Now(), WantShutdown: wantShutdown}
 	s.hbMu.Unlock()
-	return nil
+	return wantShutdown && s.Image().ReadyToShutDown(nodeID, inc), nil
 }

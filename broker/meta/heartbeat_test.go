@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"context"
 	"testing"
 )
 
@@ -9,7 +10,7 @@ func TestRaftStoreHeartbeatsReachTheLeader(t *testing.T) {
 	l := q.leader()
 	inc := NewUUID()
 	for id, s := range q.stores {
-		if err := s.Heartbeat(id, inc); err != nil {
+		if _, err := s.Heartbeat(context.Background(), id, inc, false); err != nil {
 			t.Fatalf("heartbeat from node %d: %v", id, err)
 		}
 	}

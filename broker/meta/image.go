@@ -10,6 +10,10 @@ import (
 // the current one: another change (an ISR change, a leader election) committed first.
 var ErrStalePartitionEpoch = errors.New("partition epoch is not the current one")
 
+// ErrIneligibleReplica says a partition record adds to an ISR a broker that is in controlled
+// shutdown, which Kafka's controller refuses with INELIGIBLE_REPLICA.
+var ErrIneligibleReplica = errors.New("replica is not eligible to join the ISR")
+
 // Image is an immutable snapshot of cluster metadata. Apply returns a new image; an image once
 // published is never modified, so request handlers read it without locks.
 type Image struct {
@@ -36,6 +40,9 @@ type Broker struct {
 	Incarnation UUID
 	// Fenced brokers stopped heartbeating: they lead nothing and are not listed to clients.
 	Fenced bool
+	// InControlledShutdown brokers asked to stop: leadership moves away from them and they
+	// leave every ISR, until they register again.
+	InControlledShutdown bool `json:",omitempty"`
 }
 
 // Topic is a topic and its partitions. Partitions[i].Index == i.
@@ -74,6 +81,24 @@ func (p Partition) InISR(node int32) bool {
 		}
 	}
 	return false
+}
+
+// ReadyToShutDown reports whether broker node, registered as incarnation inc, is recorded in
+// controlled shutdown and leads no partition, so that it can stop without taking a leader
+// away from clients.
+func (im *Image) ReadyToShutDown(node int32, inc UUID) bool {
+	br, ok := im.Brokers[node]
+	if !ok || br.Incarnation != inc || !br.InControlledShutdown {
+		return false
+	}
+	for _, t := range im.Topics {
+		for _, p := range t.Partitions {
+			if p.Leader == node {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // EmptyImage is the image before any record is applied.
@@ -154,7 +179,13 @@ func (im *Image) Apply(offset int64, recs []Record) (*Image, error) {
 			case int(r.Partition) == len(t.Partitions):
 				t.Partitions = append(t.Partitions, p)
 			case int(r.Partition) < len(t.Partitions):
-				cur := t.Partitions[r.Partition].PartitionEpoch
+				old := t.Partitions[r.Partition]
+				for _, n := range p.ISR {
+					if next.Brokers[n].InControlledShutdown && !old.InISR(n) {
+						return nil, fmt.Errorf("record %d: partition %d of %q: broker %d is in controlled shutdown: %w", i, r.Partition, t.Name, n, ErrIneligibleReplica)
+					}
+				}
+				cur := old.PartitionEpoch
 				switch r.PartitionEpoch {
 				case 0:
 					p.PartitionEpoch = cur + 1
@@ -188,7 +219,7 @@ func (im *Image) Apply(offset int64, recs []Record) (*Image, error) {
 				return nil, fmt.Errorf("record %d: producer id block end %d does not advance past %d", i, r.NextProducerID, next.NextProducerID)
 			}
 			next.NextProducerID = r.NextProducerID
-		case TypeBroker, TypeFence:
+		case TypeBroker, TypeFence, TypeControlledShutdown:
 			if !brokersCopied {
 				b := make(map[int32]Broker, len(next.Brokers)+1)
 				for k, v := range next.Brokers {
@@ -203,7 +234,15 @@ func (im *Image) Apply(offset int64, recs []Record) (*Image, error) {
 			}
 			br, ok := next.Brokers[r.NodeID]
 			if !ok {
-				return nil, fmt.Errorf("record %d: fence unregistered broker %d", i, r.NodeID)
+				return nil, fmt.Errorf("record %d: %s of unregistered broker %d", i, r.Type, r.NodeID)
+			}
+			if r.Type == TypeControlledShutdown {
+				// A request of an earlier registration does not stop the one that replaced it.
+				if r.Incarnation == br.Incarnation {
+					br.InControlledShutdown = true
+					next.Brokers[r.NodeID] = br
+				}
+				break
 			}
 			br.Fenced = r.Fenced
 			next.Brokers[r.NodeID] = br

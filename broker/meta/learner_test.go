@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -44,7 +45,7 @@ func TestRaftStoreLearner(t *testing.T) {
 		testutil.WaitFor(t, 5*time.Second, testutil.Holds(fmt.Sprintf("voter %d to see the learner's topic", id), func() bool { return s.Image().Topics["from-learner"] != nil }))
 	}
 	lead = q.leader()
-	if err := l.Heartbeat(9, NewUUID()); err != nil {
+	if _, err := l.Heartbeat(context.Background(), 9, NewUUID(), false); err != nil {
 		t.Fatalf("heartbeat from the learner: %v", err)
 	}
 	if _, ok := q.stores[lead].Heartbeats()[9]; !ok {

@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -212,7 +213,7 @@ func TestRaftStoreSoleVoter(t *testing.T) {
 		t.Fatal(err)
 	}
 	inc := NewUUID()
-	if err := s.Heartbeat(1, inc); err != nil || s.Heartbeats()[1].Incarnation != inc {
+	if _, err := s.Heartbeat(context.Background(), 1, inc, false); err != nil || s.Heartbeats()[1].Incarnation != inc {
 		t.Fatalf("heartbeat to itself: %v, heartbeats %v", err, s.Heartbeats())
 	}
 	if err := s.Close(); err != nil {

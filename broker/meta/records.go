@@ -20,6 +20,10 @@ const (
 	// TypeFence fences (Fenced) or unfences a registered broker, as KRaft's
 	// FenceBrokerRecord and UnfenceBrokerRecord.
 	TypeFence RecordType = "fence"
+	// TypeControlledShutdown marks a registered broker (NodeID, Incarnation) as shutting down
+	// in a controlled way, as KRaft's BrokerRegistrationChangeRecord with InControlledShutdown:
+	// it is no longer elected leader nor taken back into an ISR, until it registers again.
+	TypeControlledShutdown RecordType = "controlled_shutdown"
 )
 
 // Record is one change of cluster state. Exactly the fields of its Type are set.
@@ -55,7 +59,8 @@ type Record struct {
 	Host   string `json:"host,omitempty"`
 	Port   int32  `json:"port,omitempty"`
 	Rack   string `json:"rack,omitempty"`
-	// Incarnation is a broker registration's id, new at every process start.
+	// Incarnation is a broker registration's id, new at every process start; in a
+	// ControlledShutdown record, the registration that asked to shut down.
 	Incarnation UUID `json:"incarnation,omitempty"`
 
 	// Fence: whether NodeID is fenced from now on.
