@@ -49,10 +49,10 @@ type Broker struct {
 	cleaner *rlog.Cleaner
 
 	// groups is the consumer-group coordinator; groupsLoaded says which __consumer_offsets
-	// partitions it has been given to load.
+	// partitions it has been given to load, with the leader epoch they were loaded under.
 	groups       *coord.GroupCoordinator
 	groupsLoadMu sync.Mutex
-	groupsLoaded map[int32]bool
+	groupsLoaded map[int32]int32
 
 	servers []*ring.Server
 	// reqPool is the request memory pool (queued.max.request.bytes): every request frame is
@@ -128,7 +128,7 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 		cfg.AdvertisedListeners = cfg.Listeners
 	}
 	b := &Broker{cfg: cfg, logger: logger, metrics: newBrokerMetrics(), apis: newAPITable(),
-		codecs: wire.NewCodecs(), groupsLoaded: map[int32]bool{},
+		codecs: wire.NewCodecs(), groupsLoaded: map[int32]int32{},
 		cleaner:      rlog.NewCleaner(rlog.CleanerConfig{Logger: logger}),
 		reqPool:      mempool.New(max(cfg.QueuedMaxRequestBytes, 0), requestPoolRetain(cfg.QueuedMaxRequestBytes)),
 		purgatory:    newPurgatory(),

@@ -89,6 +89,7 @@ type Config struct {
 	ReplicaFetchMinBytes  int32         // replica.fetch.min.bytes
 	ReplicaFetchBackoff   time.Duration // replica.fetch.backoff.ms: the pause after a failed follower fetch
 	OffsetsTopicReplicas  int16         // offsets.topic.replication.factor
+	OffsetsCommitTimeout  time.Duration // offsets.commit.timeout.ms: the wait of a coordinator append for its ISR
 
 	// FlushGroupCommit (log.flush.group.commit, ringbroker's own; topic config
 	// flush.group.commit) makes Produce with acks >= 1 answer only after a shared fsync
@@ -475,8 +476,10 @@ var brokerConfigDefs = []brokerConfigDef{
 		"how long a broker may go without a heartbeat before the active controller fences it"),
 	intDef("metadata.snapshot.interval.entries", kindLong, "10000", func(c *Config) *uint64 { return &c.MetadataSnapshotEntries }, atLeast(1),
 		"ringbroker's own: a snapshot of the metadata image every this many Raft entries"),
-	intDef("offsets.topic.replication.factor", kindShort, "1", func(c *Config) *int16 { return &c.OffsetsTopicReplicas }, atLeast(1),
-		"replication factor of __consumer_offsets; ringbroker's default is 1 (Kafka's is 3, which its sample server.properties lowers to 1 for one node). With fewer unfenced brokers, consumer groups wait for them (COORDINATOR_NOT_AVAILABLE), as on Kafka"),
+	intDef("offsets.topic.replication.factor", kindShort, "3", func(c *Config) *int16 { return &c.OffsetsTopicReplicas }, atLeast(1),
+		"replication factor of __consumer_offsets, created on the first FindCoordinator. With fewer unfenced brokers, consumer groups wait for them (COORDINATOR_NOT_AVAILABLE), as on Kafka. A node without controller.quorum.voters (one node, as `make run` starts it) takes 1 unless the key is set, as Kafka's sample server.properties does"),
+	msDef("offsets.commit.timeout.ms", kindInt, "5000", func(c *Config) *time.Duration { return &c.OffsetsCommitTimeout }, atLeast(1),
+		"how long an offset commit or group change waits for the ISR of its __consumer_offsets partition before it fails (COORDINATOR_NOT_AVAILABLE)"),
 	intDef("min.insync.replicas", kindInt, "1", func(c *Config) *int32 { return &c.MinInsyncReplicas }, atLeast(1),
 		"the fewest in-sync replicas with which acks=all Produce is taken (topic config min.insync.replicas)"),
 	boolDef("unclean.leader.election.enable", "false", func(c *Config) *bool { return &c.UncleanLeaderElection },
@@ -567,6 +570,16 @@ func (c *Config) set(key, val string) error {
 
 // isExplicit reports whether key was set with Set.
 func (c *Config) isExplicit(key string) bool { return c.explicit[key] }
+
+// offsetsTopicRF is the replication factor __consumer_offsets is created with: the configured
+// one, or 1 on a node that founds a quorum of its own (no controller.quorum.voters) and was
+// not told otherwise, where the default 3 could never be met.
+func (c *Config) offsetsTopicRF() int16 {
+	if c.QuorumVoters == "" && !c.isExplicit("offsets.topic.replication.factor") {
+		return 1
+	}
+	return c.OffsetsTopicReplicas
+}
 
 func nonEmpty(items []string) error {
 	if len(items) == 0 {

@@ -29,7 +29,7 @@ func TestDefaultConfig(t *testing.T) {
 		ConsumerMinSessionTimeout: 45 * time.Second, ConsumerMaxSessionTimeout: 60 * time.Second,
 		ConsumerAssignors: []string{"uniform", "range"}, GroupMinSessionTimeout: 6 * time.Second, GroupMaxSessionTimeout: 30 * time.Minute,
 		MinInsyncReplicas: 1, ReplicaLagTimeMax: 30 * time.Second, ReplicaFetchMaxBytes: 1 << 20, ReplicaFetchRespMax: 10 << 20,
-		ReplicaFetchWaitMax: 500 * time.Millisecond, ReplicaFetchMinBytes: 1, ReplicaFetchBackoff: time.Second, OffsetsTopicReplicas: 1,
+		ReplicaFetchWaitMax: 500 * time.Millisecond, ReplicaFetchMinBytes: 1, ReplicaFetchBackoff: time.Second, OffsetsTopicReplicas: 3, OffsetsCommitTimeout: 5 * time.Second,
 	}
 	got := DefaultConfig()
 	gv, wv := reflect.ValueOf(got), reflect.ValueOf(want)

@@ -7,9 +7,12 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringbroker/broker/meta"
+	"ringbroker/coord"
 	"ringbroker/internal/testutil"
 )
 
@@ -96,4 +99,127 @@ func TestClusterGroupCoordinator(t *testing.T) {
 	if committed != n {
 		t.Fatalf("committed offsets sum %d, want %d", committed, n)
 	}
+}
+
+// TestCoordinatorFailover moves the leadership of a group's __consumer_offsets partition (RF 3
+// by default in a cluster) and then stops its new leader: each time the old coordinator lets
+// the group go (NOT_COORDINATOR), FindCoordinator names the new leader, and the offsets
+// committed before are all there.
+func TestCoordinatorFailover(t *testing.T) {
+	bs, ctx, adm := replicatedCluster(t, "cf", 4, nil)
+	const group = "failover-group"
+	coordinatorOf := func(nodes []*Broker) (*Broker, meta.Partition) {
+		t.Helper()
+		var out *Broker
+		var pm meta.Partition
+		testutil.WaitFor(t, 30*time.Second, func() error {
+			c := adm.FindGroupCoordinators(ctx, group)[group]
+			if c.Err != nil {
+				return c.Err
+			}
+			for _, b := range nodes {
+				if b.cfg.NodeID == c.NodeID {
+					out = b
+				}
+			}
+			if out == nil {
+				return fmt.Errorf("coordinator %d is not among the live nodes", c.NodeID)
+			}
+			im := out.meta.Image()
+			ot := im.Topics[offsetsTopic]
+			pm = ot.Partitions[coord.PartitionFor(group, len(ot.Partitions))]
+			if len(pm.Replicas) != 3 {
+				return fmt.Errorf("%s partition %d has replicas %v; want 3", offsetsTopic, pm.Index, pm.Replicas)
+			}
+			return nil
+		})
+		return out, pm
+	}
+	commit := func(at int64) {
+		t.Helper()
+		os := kadm.Offsets{}
+		for p := range int32(4) {
+			os.Add(kadm.Offset{Topic: "cf", Partition: p, At: at, LeaderEpoch: -1})
+		}
+		testutil.WaitFor(t, 30*time.Second, func() error {
+			resp, err := adm.CommitOffsets(ctx, group, os)
+			if err != nil {
+				return err
+			}
+			return resp.Error()
+		})
+	}
+	checkCommitted := func(want int64) {
+		t.Helper()
+		testutil.WaitFor(t, 30*time.Second, func() error {
+			offs, err := adm.FetchOffsets(ctx, group)
+			if err != nil {
+				return err
+			}
+			if err := offs.Error(); err != nil {
+				return err
+			}
+			for p := range int32(4) {
+				if o, ok := offs.Lookup("cf", p); !ok || o.At != want {
+					return fmt.Errorf("partition %d: committed %+v; want %d", p, o, want)
+				}
+			}
+			return nil
+		})
+	}
+	commit(10)
+	first, pm := coordinatorOf(bs)
+
+	// Leadership moves (as a preferred election would) while the first coordinator runs on.
+	var next int32 = -1
+	for _, r := range pm.ISR {
+		if r != first.cfg.NodeID {
+			next = r
+			break
+		}
+	}
+	if next < 0 {
+		t.Fatalf("%s partition %d has ISR %v; want a second member", offsetsTopic, pm.Index, pm.ISR)
+	}
+	ot := first.meta.Image().Topics[offsetsTopic]
+	if _, err := first.meta.Commit([]meta.Record{pm.Next(ot.ID, next, pm.LeaderEpoch+1, pm.ISR)}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		req := kmsg.NewPtrOffsetFetchRequest()
+		g := kmsg.NewOffsetFetchRequestGroup()
+		g.Group = group
+		req.Groups = append(req.Groups, g)
+		raw, err := kgo.NewClient(kgo.SeedBrokers(first.Addr().String()))
+		if err != nil {
+			return err
+		}
+		defer raw.Close()
+		resp, err := raw.Broker(int(first.cfg.NodeID)).Request(ctx, req)
+		if err != nil {
+			return err
+		}
+		gs := resp.(*kmsg.OffsetFetchResponse).Groups
+		if len(gs) != 1 || gs[0].ErrorCode != kerr.NotCoordinator.Code {
+			return fmt.Errorf("old coordinator %d answers OffsetFetch with %+v; want NOT_COORDINATOR", first.cfg.NodeID, gs)
+		}
+		return nil
+	})
+	second, _ := coordinatorOf(bs)
+	if second.cfg.NodeID != next {
+		t.Fatalf("coordinator is node %d; want the new leader %d", second.cfg.NodeID, next)
+	}
+	checkCommitted(10)
+	commit(20)
+
+	// The second coordinator stops: another ISR member takes over with every commit.
+	rest := stopOne(ctx, t, bs, second)
+	adm = newAdmin(t, clusterSeeds(rest))
+	third, _ := coordinatorOf(rest)
+	if third == second {
+		t.Fatalf("coordinator still the stopped node %d", second.cfg.NodeID)
+	}
+	checkCommitted(20)
+	commit(30)
+	checkCommitted(30)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -27,16 +28,45 @@ const maxOffsetsLoadBatch = 1 << 20
 // offsetsStore keeps the group coordinator's records in the __consumer_offsets partitions.
 type offsetsStore struct{ b *Broker }
 
-// Append writes records to the partition as one uncompressed batch and reports after the
-// append (and its flush, under the topic's flush policy).
+// Append writes records to the partition as one uncompressed batch and reports once the high
+// watermark covers it, as Kafka appends coordinator records with acks=all: the ISR has them
+// (and they are flushed under the topic's flush policy), so a new leader loads them. An ISR
+// below min.insync.replicas refuses the append (NOT_ENOUGH_REPLICAS), and a wait longer than
+// offsets.commit.timeout.ms fails it (REQUEST_TIMED_OUT); the coordinator answers both with
+// COORDINATOR_NOT_AVAILABLE.
 func (s offsetsStore) Append(partition int32, records []coord.Record, done func(error)) {
-	done(s.append(partition, records))
+	p, end, err := s.append(partition, records)
+	if err != nil || p.highWatermark() >= end {
+		done(err)
+		return
+	}
+	var once sync.Once
+	finish := func(err error) { once.Do(func() { done(err) }) }
+	timer := s.b.purgatory.after(time.Now().Add(s.b.cfg.OffsetsCommitTimeout), func() {
+		finish(fmt.Errorf("append to %s-%d: not replicated within %v: %w", offsetsTopic, partition, s.b.cfg.OffsetsCommitTimeout, kerr.RequestTimedOut))
+	})
+	if !p.waitHW(end, func(code *kerr.Error) {
+		s.b.purgatory.cancel(timer)
+		if code != nil {
+			finish(fmt.Errorf("append to %s-%d: %w", offsetsTopic, partition, code))
+			return
+		}
+		finish(nil)
+	}) {
+		s.b.purgatory.cancel(timer)
+		finish(nil)
+	}
 }
 
-func (s offsetsStore) append(partition int32, records []coord.Record) error {
+// append writes records as one batch to the partition led here and returns it with the log
+// end after the batch.
+func (s offsetsStore) append(partition int32, records []coord.Record) (*partition, int64, error) {
 	p := s.b.parts.Load().leader(offsetsTopic, partition)
 	if p == nil {
-		return fmt.Errorf("append to %s-%d: %w", offsetsTopic, partition, kerr.NotLeaderForPartition)
+		return nil, 0, fmt.Errorf("append to %s-%d: %w", offsetsTopic, partition, kerr.NotLeaderForPartition)
+	}
+	if st := p.state(); len(st.isr) < st.minISR {
+		return nil, 0, fmt.Errorf("append to %s-%d: ISR %v is smaller than min.insync.replicas %d: %w", offsetsTopic, partition, st.isr, st.minISR, kerr.NotEnoughReplicas)
 	}
 	recs := make([]wire.Record, len(records))
 	for i, r := range records {
@@ -46,17 +76,18 @@ func (s offsetsStore) append(partition int32, records []coord.Record) error {
 	batch, err := s.b.codecs.AppendBatch(nil, wire.BatchHeader{FirstTimestamp: now, MaxTimestamp: now,
 		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, wire.CodecNone, recs)
 	if err != nil {
-		return fmt.Errorf("encode %s-%d batch: %w", offsetsTopic, partition, err)
+		return nil, 0, fmt.Errorf("encode %s-%d batch: %w", offsetsTopic, partition, err)
 	}
 	p.appendMu.Lock()
 	_, err = p.log.Append(batch)
+	end := p.log.LogEndOffset()
 	p.appendMu.Unlock()
 	if err != nil {
-		return fmt.Errorf("append to %s-%d: %w", offsetsTopic, partition, err)
+		return nil, 0, fmt.Errorf("append to %s-%d: %w", offsetsTopic, partition, err)
 	}
 	p.afterLeaderAppend(s.b.cfg.NodeID)
 	p.wakeWaiters()
-	return nil
+	return p, end, nil
 }
 
 // Load replays every record of the partition in offset order.
@@ -179,7 +210,7 @@ func (b *Broker) ensureOffsetsTopic() error {
 		return nil
 	}
 	compact, seg := "compact", offsetsTopicSegmentBytes
-	res := b.createTopics([]topicSpec{{name: offsetsTopic, partitions: b.cfg.OffsetsPartitions, rf: b.cfg.OffsetsTopicReplicas, internal: true,
+	res := b.createTopics([]topicSpec{{name: offsetsTopic, partitions: b.cfg.OffsetsPartitions, rf: b.cfg.offsetsTopicRF(), internal: true,
 		configs: map[string]*string{"cleanup.policy": &compact, "segment.bytes": &seg}}}, false)
 	if res[0].err != nil && res[0].err != kerr.TopicAlreadyExists {
 		return fmt.Errorf("create %s: %s: %s", offsetsTopic, res[0].err.Message, res[0].message)
@@ -188,16 +219,32 @@ func (b *Broker) ensureOffsetsTopic() error {
 }
 
 // loadOffsetsPartitions hands every __consumer_offsets partition led here to the coordinator,
-// which answers COORDINATOR_LOAD_IN_PROGRESS for its groups until the replay is done.
+// which answers COORDINATOR_LOAD_IN_PROGRESS for its groups until the replay is done, and takes
+// back those no longer led here, whose groups then get NOT_COORDINATOR: the clients look the
+// coordinator up again and find the new leader, which loads the groups from its replica.
 func (b *Broker) loadOffsetsPartitions() error {
 	ps := b.parts.Load().byName[offsetsTopic]
 	b.groupsLoadMu.Lock()
 	defer b.groupsLoadMu.Unlock()
-	for i, p := range ps {
-		if p == nil || !p.isLeader() || b.groupsLoaded[int32(i)] {
+	for _, idx := range slices.Sorted(maps.Keys(b.groupsLoaded)) {
+		if int(idx) < len(ps) && ps[idx] != nil && ps[idx].isLeader() {
 			continue
 		}
-		idx := int32(i)
+		if err := b.groups.UnloadPartition(idx); err != nil {
+			return fmt.Errorf("unload %s-%d: %w", offsetsTopic, idx, err)
+		}
+		delete(b.groupsLoaded, idx)
+	}
+	for i, p := range ps {
+		if p == nil || !p.isLeader() {
+			continue
+		}
+		idx, epoch := int32(i), p.state().leaderEpoch
+		if loaded, ok := b.groupsLoaded[idx]; ok && loaded == epoch {
+			continue
+		}
+		// Loaded under an earlier leader epoch, this replica may have followed another leader
+		// meanwhile: replaying it again brings the groups up to date.
 		if err := b.groups.LoadPartition(idx, func(err error) {
 			if err != nil {
 				b.logger.Error("load offsets partition", "partition", idx, "err", err)
@@ -205,7 +252,7 @@ func (b *Broker) loadOffsetsPartitions() error {
 		}); err != nil {
 			return fmt.Errorf("load %s-%d: %w", offsetsTopic, idx, err)
 		}
-		b.groupsLoaded[idx] = true
+		b.groupsLoaded[idx] = epoch
 	}
 	return nil
 }

@@ -29,6 +29,31 @@ func fastReplication(c *Config) {
 	c.ReplicaFetchBackoff = 100 * time.Millisecond
 }
 
+// stopOne shuts down stop, one of bs, and returns the others.
+func stopOne(ctx context.Context, t *testing.T, bs []*Broker, stop *Broker) []*Broker {
+	t.Helper()
+	if err := stop.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return slices.DeleteFunc(slices.Clone(bs), func(b *Broker) bool { return b == stop })
+}
+
+// replicatedCluster starts 3 brokers with fastReplication (then mods), waits until each sees
+// all unfenced and creates topic with RF 3, the partitions and configs; ctx ends with the test
+// or after 90 s.
+func replicatedCluster(t *testing.T, topic string, partitions int32, configs map[string]*string, mods ...func(*Config)) ([]*Broker, context.Context, *kadm.Client) {
+	t.Helper()
+	bs := startInProcessCluster(t, 3, append([]func(*Config){fastReplication}, mods...)...)
+	waitUnfenced(t, bs)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	adm := newAdmin(t, clusterSeeds(bs))
+	if _, err := adm.CreateTopic(ctx, partitions, 3, configs, topic); err != nil {
+		t.Fatal(err)
+	}
+	return bs, ctx, adm
+}
+
 func TestStripeReplicas(t *testing.T) {
 	brokers := []int32{1, 2, 3, 4}
 	got := stripeReplicas(brokers, 0, 8, 3, 1, 0)
@@ -107,15 +132,8 @@ func TestElectLeader(t *testing.T) {
 // follower ends with the leader's log byte for byte, the ISR holds all three, and consumers
 // read everything acknowledged.
 func TestReplication(t *testing.T) {
-	bs := startInProcessCluster(t, 3, fastReplication)
-	waitUnfenced(t, bs)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
+	bs, ctx, _ := replicatedCluster(t, "rep", 3, nil)
 	seeds := clusterSeeds(bs)
-	adm := newAdmin(t, seeds)
-	if _, err := adm.CreateTopic(ctx, 3, 3, nil, "rep"); err != nil {
-		t.Fatal(err)
-	}
 	prod, err := kgo.NewClient(seeds, kgo.DefaultProduceTopic("rep"), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	if err != nil {
@@ -137,15 +155,8 @@ func TestReplication(t *testing.T) {
 // TestNotEnoughReplicas stops one of three replicas of a topic with min.insync.replicas=3:
 // once the ISR shrinks, acks=all is refused with NOT_ENOUGH_REPLICAS, and acks=1 still works.
 func TestNotEnoughReplicas(t *testing.T) {
-	bs := startInProcessCluster(t, 3, fastReplication)
-	waitUnfenced(t, bs)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	adm := newAdmin(t, clusterSeeds(bs))
 	minISR := "3"
-	if _, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{"min.insync.replicas": &minISR}, "nr"); err != nil {
-		t.Fatal(err)
-	}
+	bs, ctx, _ := replicatedCluster(t, "nr", 1, map[string]*string{"min.insync.replicas": &minISR})
 	testutil.WaitFor(t, 30*time.Second, func() error {
 		if isr := bs[0].meta.Image().Topics["nr"].Partitions[0].ISR; len(isr) != 3 {
 			return fmt.Errorf("ISR %v", isr)
@@ -391,15 +402,10 @@ func checkConsumeAll(ctx context.Context, t *testing.T, seeds kgo.Opt, topic str
 // Shutdown returns only after the controller moved leadership away, well before the session
 // timeout could have fenced the broker, and nothing acknowledged is lost.
 func TestControlledShutdown(t *testing.T) {
-	bs := startInProcessCluster(t, 3, fastReplication, func(c *Config) { c.BrokerSessionTimeout = 20 * time.Second })
-	waitUnfenced(t, bs)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	seeds := clusterSeeds(bs)
 	minISR := "2"
-	if _, err := newAdmin(t, seeds).CreateTopic(ctx, 2, 3, map[string]*string{"min.insync.replicas": &minISR}, "cs"); err != nil {
-		t.Fatal(err)
-	}
+	bs, ctx, _ := replicatedCluster(t, "cs", 2, map[string]*string{"min.insync.replicas": &minISR},
+		func(c *Config) { c.BrokerSessionTimeout = 20 * time.Second })
+	seeds := clusterSeeds(bs)
 	prod, err := kgo.NewClient(seeds, kgo.DefaultProduceTopic("cs"), kgo.RequiredAcks(kgo.AllISRAcks()))
 	if err != nil {
 		t.Fatal(err)
@@ -420,15 +426,7 @@ func TestControlledShutdown(t *testing.T) {
 		}
 		produced <- nil
 	}()
-	if err := old.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var rest []*Broker
-	for _, b := range bs {
-		if b != old {
-			rest = append(rest, b)
-		}
-	}
+	rest := stopOne(ctx, t, bs, old)
 	// The controller answered "may stop" only from an image where the old leader leads
 	// nothing; the others apply that image at once, long before a fence could happen.
 	testutil.WaitFor(t, 5*time.Second, func() error {
