@@ -81,6 +81,15 @@ type Broker struct {
 	// shuttingDown is set once Shutdown asks the controller for a controlled shutdown, so that
 	// every later heartbeat keeps asking.
 	shuttingDown atomic.Bool
+	// ready is set once this broker registered with a metadata image caught up to its
+	// registration: before, its image may be one from before a restart, naming it leader of
+	// partitions others lead now, so client connections are closed, as Kafka does not open its
+	// listeners to clients before the broker caught up.
+	ready atomic.Bool
+	// reporting marks the brokers whose refused connections are being reported to the active
+	// controller (guarded by reportMu).
+	reportMu  sync.Mutex
+	reporting map[int32]bool
 
 	closing atomic.Bool
 	stop    chan struct{}
@@ -128,7 +137,7 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 		cfg.AdvertisedListeners = cfg.Listeners
 	}
 	b := &Broker{cfg: cfg, logger: logger, metrics: newBrokerMetrics(), apis: newAPITable(),
-		codecs: wire.NewCodecs(), groupsLoaded: map[int32]int32{},
+		codecs: wire.NewCodecs(), groupsLoaded: map[int32]int32{}, reporting: map[int32]bool{},
 		cleaner:      rlog.NewCleaner(rlog.CleanerConfig{Logger: logger}),
 		reqPool:      mempool.New(max(cfg.QueuedMaxRequestBytes, 0), requestPoolRetain(cfg.QueuedMaxRequestBytes)),
 		purgatory:    newPurgatory(),
@@ -253,7 +262,14 @@ func (b *Broker) Start() error {
 			b.stopServers(context.Background())
 			return err
 		}
+		// The registration is in the local image, so the image holds everything committed
+		// before it: partition state from the caught-up image, then serve clients.
+		if err := b.syncPartitions(); err != nil {
+			b.stopServers(context.Background())
+			return fmt.Errorf("open partitions for the caught-up metadata image: %w", err)
+		}
 	}
+	b.ready.Store(true)
 	b.bg.Add(1)
 	go b.controllerLoop()
 	if b.cfg.MetricsListen != "" {

@@ -85,6 +85,10 @@ type outgoing struct {
 	close  bool // close the connection once this response (if any) is written
 }
 
+// errNotReady closes a client connection that sends before the broker caught up with the
+// metadata log.
+var errNotReady = errors.New("broker is catching up with the metadata log")
+
 func (h *connHandler) OnOpen(c ring.Conn) {
 	b := h.b
 	cs := &connState{b: b, c: c, pending: map[uint64]outgoing{}, maxInflight: int32(b.cfg.MaxInflightPerConn)}
@@ -96,6 +100,9 @@ func (h *connHandler) OnOpen(c ring.Conn) {
 }
 
 func (h *connHandler) OnData(c ring.Conn, data []byte) (ring.Next, error) {
+	if !h.b.ready.Load() {
+		return ring.Next{}, errNotReady
+	}
 	cs := c.Context().(*connState)
 	n, err := cs.frames.Feed(data, cs.onFrame)
 	if err != nil {

@@ -2,9 +2,13 @@ package broker
 
 import (
 	"context"
+	"errors"
+	"net"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"ringbroker/broker/meta"
@@ -29,10 +33,8 @@ func (b *Broker) controllerLoop() {
 	defer hb.Stop()
 	check := time.NewTicker(b.cfg.BrokerHeartbeatInterval / 2)
 	defer check.Stop()
-	var leaderSince time.Time
-	// registered holds when this controller first saw each registration: a registration is
-	// as good as a heartbeat.
-	registered := map[meta.UUID]time.Time{}
+	c := &controllerState{registered: map[meta.UUID]time.Time{}, refused: map[int32]meta.Heartbeat{},
+		probing: map[int32]bool{}, probed: make(chan probeResult, 8)}
 	for {
 		select {
 		case <-b.stop:
@@ -49,43 +51,135 @@ func (b *Broker) controllerLoop() {
 				go b.heartbeat()
 			}
 		case <-check.C:
-			if !b.meta.IsLeader() {
-				if !leaderSince.IsZero() {
-					b.logger.Info("no longer the active controller", "node", b.cfg.NodeID)
-				}
-				leaderSince = time.Time{}
+			b.controllerCheck(c, time.Now())
+		case sus := <-b.meta.Suspects():
+			b.probeSuspect(c, sus)
+		case res := <-c.probed:
+			delete(c.probing, res.NodeID)
+			if !res.refused {
 				continue
 			}
-			now := time.Now()
-			if leaderSince.IsZero() {
-				b.logger.Info("became the active controller", "node", b.cfg.NodeID)
-				leaderSince = now
-				b.meta.ResetHeartbeats()
-			}
-			im := b.meta.Image()
-			hbs := b.meta.Heartbeats()
-			for _, br := range im.Brokers {
-				if _, ok := registered[br.Incarnation]; !ok {
-					registered[br.Incarnation] = now
-				}
-				if hb, ok := hbs[br.NodeID]; !ok || registered[br.Incarnation].After(hb.At) {
-					hbs[br.NodeID] = meta.Heartbeat{Incarnation: br.Incarnation, At: registered[br.Incarnation]}
-				}
-			}
-			if b.cfg.hasRole("broker") {
-				// The controller runs, so the broker of its own process is alive: a late tick
-				// (a long stall of this process) must not fence it.
-				hbs[b.cfg.NodeID] = meta.Heartbeat{Incarnation: b.incarnation, At: now, WantShutdown: b.shuttingDown.Load()}
-			}
-			recs := fenceRecords(im, hbs, leaderSince, now, b.cfg.BrokerSessionTimeout, b.uncleanElection)
-			if len(recs) == 0 {
-				continue
-			}
-			if _, err := b.meta.Commit(recs); err != nil {
-				b.logger.Warn("commit broker fencing", "err", err)
-			}
+			b.logger.Info("broker refuses connections: fencing it now", "node", res.NodeID)
+			c.refused[res.NodeID] = res.Heartbeat
+			b.controllerCheck(c, time.Now())
 		}
 	}
+}
+
+// controllerState is what the controller loop keeps between its checks.
+type controllerState struct {
+	// leaderSince is when this node became the active controller; zero while it is not.
+	leaderSince time.Time
+	// registered holds when this controller first saw each registration: a registration is
+	// as good as a heartbeat.
+	registered map[meta.UUID]time.Time
+	// refused holds the registrations found not listening, and when.
+	refused map[int32]meta.Heartbeat
+	// probing marks the brokers being probed; probed receives the outcomes.
+	probing map[int32]bool
+	probed  chan probeResult
+}
+
+// probeResult is the outcome of probing a suspect: whether its endpoint refused a connection.
+type probeResult struct {
+	meta.Heartbeat
+	NodeID  int32
+	refused bool
+}
+
+// controllerCheck is the active controller's periodic decision (fenceRecords), committed.
+func (b *Broker) controllerCheck(c *controllerState, now time.Time) {
+	if !b.meta.IsLeader() {
+		if !c.leaderSince.IsZero() {
+			b.logger.Info("no longer the active controller", "node", b.cfg.NodeID)
+		}
+		c.leaderSince = time.Time{}
+		return
+	}
+	if c.leaderSince.IsZero() {
+		b.logger.Info("became the active controller", "node", b.cfg.NodeID)
+		c.leaderSince = now
+		b.meta.ResetHeartbeats()
+	}
+	im := b.meta.Image()
+	hbs := b.meta.Heartbeats()
+	for _, br := range im.Brokers {
+		if _, ok := c.registered[br.Incarnation]; !ok {
+			c.registered[br.Incarnation] = now
+		}
+		if hb, ok := hbs[br.NodeID]; !ok || c.registered[br.Incarnation].After(hb.At) {
+			hbs[br.NodeID] = meta.Heartbeat{Incarnation: br.Incarnation, At: c.registered[br.Incarnation]}
+		}
+	}
+	if b.cfg.hasRole("broker") {
+		// The controller runs, so the broker of its own process is alive: a late tick
+		// (a long stall of this process) must not fence it.
+		hbs[b.cfg.NodeID] = meta.Heartbeat{Incarnation: b.incarnation, At: now, WantShutdown: b.shuttingDown.Load()}
+	}
+	for id, r := range c.refused {
+		if br, ok := im.Brokers[id]; !ok || br.Incarnation != r.Incarnation {
+			delete(c.refused, id)
+		}
+	}
+	recs := fenceRecords(im, hbs, c.refused, c.leaderSince, now, b.cfg.BrokerSessionTimeout, b.uncleanElection)
+	if len(recs) == 0 {
+		return
+	}
+	if _, err := b.meta.Commit(recs); err != nil {
+		b.logger.Warn("commit broker fencing", "err", err)
+	}
+}
+
+// probeSuspect checks a broker reported unreachable by dialing its registered endpoint: only a
+// refused connection (nothing listens: the process is gone) counts, not a timeout, which a
+// slow or cut-off broker also gives and which the session timeout is for.
+func (b *Broker) probeSuspect(c *controllerState, sus meta.Suspect) {
+	br, ok := b.meta.Image().Brokers[sus.NodeID]
+	if !ok || br.Fenced || br.Incarnation != sus.Incarnation || c.probing[sus.NodeID] || sus.NodeID == b.cfg.NodeID {
+		return
+	}
+	c.probing[sus.NodeID] = true
+	addr := net.JoinHostPort(br.Host, strconv.Itoa(int(br.Port)))
+	go func() {
+		at := time.Now()
+		conn, err := net.DialTimeout("tcp", addr, probeTimeout)
+		if err == nil {
+			conn.Close()
+		}
+		res := probeResult{Heartbeat: meta.Heartbeat{Incarnation: br.Incarnation, At: at}, NodeID: br.NodeID,
+			refused: errors.Is(err, syscall.ECONNREFUSED)}
+		select {
+		case c.probed <- res:
+		case <-b.stop:
+		}
+	}()
+}
+
+// probeTimeout bounds the controller's dial of a suspect broker.
+const probeTimeout = time.Second
+
+// reportUnreachable tells the active controller that br refused a connection, at most one
+// report per broker at a time.
+func (b *Broker) reportUnreachable(br meta.Broker) {
+	b.reportMu.Lock()
+	if b.reporting[br.NodeID] {
+		b.reportMu.Unlock()
+		return
+	}
+	b.reporting[br.NodeID] = true
+	b.reportMu.Unlock()
+	go func() {
+		defer func() {
+			b.reportMu.Lock()
+			delete(b.reporting, br.NodeID)
+			b.reportMu.Unlock()
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.BrokerSessionTimeout)
+		defer cancel()
+		if err := b.meta.ReportUnreachable(ctx, br.NodeID, br.Incarnation); err != nil {
+			b.logger.Debug("report an unreachable broker", "node", br.NodeID, "err", err)
+		}
+	}()
 }
 
 // heartbeat tells the active controller this broker is alive.
@@ -152,21 +246,27 @@ func (b *Broker) hasLivePeer() bool {
 // its ISR as leader; with none, an unclean election (unclean says whether the topic allows it)
 // takes any live replica, else the partition goes offline (leader -1). A broker's silence is
 // counted from when this controller began leading at the earliest, as heartbeats went to the
-// previous leader before.
-func fenceRecords(im *meta.Image, hbs map[int32]meta.Heartbeat, leaderSince, now time.Time, sessionTimeout time.Duration, unclean func(*meta.Topic) bool) []meta.Record {
+// previous leader before. A registration in refused (its endpoint refused a connection at
+// refused[id].At) is not alive either, unless it heartbeated after that.
+func fenceRecords(im *meta.Image, hbs, refused map[int32]meta.Heartbeat, leaderSince, now time.Time, sessionTimeout time.Duration, unclean func(*meta.Topic) bool) []meta.Record {
 	var recs []meta.Record
 	live := map[int32]bool{}
 	for _, br := range sortedBrokers(im) {
 		last := leaderSince
-		if hb, ok := hbs[br.NodeID]; ok && hb.Incarnation == br.Incarnation && hb.At.After(last) {
+		hb, heard := hbs[br.NodeID]
+		heard = heard && hb.Incarnation == br.Incarnation
+		if heard && hb.At.After(last) {
 			last = hb.At
 		}
 		alive := now.Sub(last) < sessionTimeout
+		if r, ok := refused[br.NodeID]; ok && r.Incarnation == br.Incarnation && !(heard && hb.At.After(r.At)) {
+			alive = false
+		}
 		if alive == br.Fenced {
 			recs = append(recs, meta.Record{Type: meta.TypeFence, NodeID: br.NodeID, Fenced: !alive})
 		}
 		stopping := br.InControlledShutdown
-		if hb, ok := hbs[br.NodeID]; ok && alive && !stopping && hb.WantShutdown && hb.Incarnation == br.Incarnation {
+		if heard && alive && !stopping && hb.WantShutdown {
 			recs = append(recs, meta.Record{Type: meta.TypeControlledShutdown, NodeID: br.NodeID, Incarnation: br.Incarnation})
 			stopping = true
 		}

@@ -28,7 +28,7 @@ func TestFenceRecords(t *testing.T) {
 	// Node 1 heartbeats; node 2 heartbeated with a stale incarnation only: it is fenced and
 	// its partition goes offline with a new leader epoch.
 	hbs := map[int32]meta.Heartbeat{1: {Incarnation: inc1, At: now}, 2: {Incarnation: meta.NewUUID(), At: now}}
-	recs := fenceRecords(im, hbs, since, now, 9*time.Second, noUnclean)
+	recs := fenceRecords(im, hbs, nil, since, now, 9*time.Second, noUnclean)
 	if len(recs) != 2 || recs[0].Type != meta.TypeFence || recs[0].NodeID != 2 || !recs[0].Fenced ||
 		recs[1].Type != meta.TypePartition || recs[1].Partition != 1 || recs[1].Leader != -1 || recs[1].LeaderEpoch != 1 {
 		t.Fatalf("fence records = %+v", recs)
@@ -37,19 +37,19 @@ func TestFenceRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A new leader gives every broker a full session from when it began leading.
-	if recs := fenceRecords(im, nil, now, now.Add(time.Second), 9*time.Second, noUnclean); len(recs) != 2 || recs[0].Fenced {
+	if recs := fenceRecords(im, nil, nil, now, now.Add(time.Second), 9*time.Second, noUnclean); len(recs) != 2 || recs[0].Fenced {
 		t.Fatalf("under a fresh leader, fence records = %+v; want node 2 unfenced and its leader back", recs)
 	}
 	// Node 2 heartbeats again: unfenced, and its partition led by it again.
 	hbs[2] = meta.Heartbeat{Incarnation: inc2, At: now}
-	recs = fenceRecords(im, hbs, since, now, 9*time.Second, noUnclean)
+	recs = fenceRecords(im, hbs, nil, since, now, 9*time.Second, noUnclean)
 	if len(recs) != 2 || recs[0].Fenced || recs[1].Leader != 2 || recs[1].LeaderEpoch != 2 {
 		t.Fatalf("unfence records = %+v", recs)
 	}
 	if im, err = im.Apply(2, recs); err != nil {
 		t.Fatal(err)
 	}
-	if recs := fenceRecords(im, hbs, since, now, 9*time.Second, noUnclean); len(recs) != 0 {
+	if recs := fenceRecords(im, hbs, nil, since, now, 9*time.Second, noUnclean); len(recs) != 0 {
 		t.Fatalf("steady state produced records %+v", recs)
 	}
 }
@@ -77,7 +77,7 @@ func TestControlledShutdownRecords(t *testing.T) {
 		2: {Incarnation: inc2, At: now},
 		3: {Incarnation: inc3, At: now},
 	}
-	recs := fenceRecords(im, hbs, now.Add(-time.Minute), now, 9*time.Second, noUnclean)
+	recs := fenceRecords(im, hbs, nil, now.Add(-time.Minute), now, 9*time.Second, noUnclean)
 	if len(recs) != 4 || recs[0].Type != meta.TypeControlledShutdown || recs[0].NodeID != 1 || recs[0].Incarnation != inc1 {
 		t.Fatalf("records = %+v; want node 1's controlled shutdown first, then three partition changes", recs)
 	}
@@ -102,7 +102,7 @@ func TestControlledShutdownRecords(t *testing.T) {
 	if !im.ReadyToShutDown(1, inc1) || im.ReadyToShutDown(1, meta.NewUUID()) || im.ReadyToShutDown(2, inc2) {
 		t.Fatal("ReadyToShutDown: want true for node 1's registration only")
 	}
-	if recs := fenceRecords(im, hbs, now.Add(-time.Minute), now, 9*time.Second, noUnclean); len(recs) != 0 {
+	if recs := fenceRecords(im, hbs, nil, now.Add(-time.Minute), now, 9*time.Second, noUnclean); len(recs) != 0 {
 		t.Fatalf("after the shutdown was recorded, records = %+v; want none", recs)
 	}
 	// The partition's leader may not take node 1 back into the ISR while it shuts down.
@@ -122,5 +122,35 @@ func TestControlledShutdownRecords(t *testing.T) {
 	stale := meta.Record{Type: meta.TypeControlledShutdown, NodeID: 1, Incarnation: inc1}
 	if im, err = im.Apply(3, []meta.Record{stale}); err != nil || im.Brokers[1].InControlledShutdown {
 		t.Fatalf("stale controlled shutdown: err %v, broker %+v", err, im.Brokers[1])
+	}
+}
+
+func TestFenceRefusedBroker(t *testing.T) {
+	inc1, inc2 := meta.NewUUID(), meta.NewUUID()
+	tid := meta.NewUUID()
+	im, err := meta.EmptyImage("cid").Apply(0, []meta.Record{
+		{Type: meta.TypeBroker, NodeID: 1, Incarnation: inc1},
+		{Type: meta.TypeBroker, NodeID: 2, Incarnation: inc2},
+		{Type: meta.TypeTopic, TopicName: "t", TopicID: tid},
+		{Type: meta.TypePartition, TopicID: tid, Partition: 0, Replicas: []int32{1, 2}, ISR: []int32{1, 2}, Leader: 1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	since := now.Add(-time.Minute)
+	hbs := map[int32]meta.Heartbeat{1: {Incarnation: inc1, At: now.Add(-time.Second)}, 2: {Incarnation: inc2, At: now}}
+	// Node 1 heartbeated a second ago, well within its session, but its endpoint refused a
+	// connection since: it is fenced now and node 2 leads.
+	refused := map[int32]meta.Heartbeat{1: {Incarnation: inc1, At: now.Add(-500 * time.Millisecond)}}
+	recs := fenceRecords(im, hbs, refused, since, now, 9*time.Second, noUnclean)
+	if len(recs) != 2 || recs[0].Type != meta.TypeFence || recs[0].NodeID != 1 || !recs[0].Fenced || recs[1].Leader != 2 {
+		t.Fatalf("records = %+v; want node 1 fenced and node 2 leading", recs)
+	}
+	// A refusal of an earlier registration, or one followed by a heartbeat, fences nothing.
+	for _, r := range []meta.Heartbeat{{Incarnation: meta.NewUUID(), At: now}, {Incarnation: inc1, At: now.Add(-2 * time.Second)}} {
+		if recs := fenceRecords(im, hbs, map[int32]meta.Heartbeat{1: r}, since, now, 9*time.Second, noUnclean); len(recs) != 0 {
+			t.Fatalf("refused %+v: records = %+v; want none", r, recs)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
@@ -98,11 +99,18 @@ type replicaFetcher struct {
 	// backoffUntil holds partitions the leader refused (not leader yet, unknown epoch) out of
 	// requests for a while, so that the others keep flowing.
 	backoffUntil map[*partition]time.Time
+	// retries counts, per partition, the answers in a row saying the leader does not lead it
+	// (yet).
+	retries map[*partition]int
 }
+
+// leaderCatchUpBackoff is the first wait after a leader answered that it does not lead a
+// partition its image names it leader of.
+const leaderCatchUpBackoff = 5 * time.Millisecond
 
 func newReplicaFetcher(b *Broker, leader int32) *replicaFetcher {
 	return &replicaFetcher{b: b, leader: leader, changed: make(chan struct{}, 1), stop: make(chan struct{}),
-		done: make(chan struct{}), backoffUntil: map[*partition]time.Time{}}
+		done: make(chan struct{}), backoffUntil: map[*partition]time.Time{}, retries: map[*partition]int{}}
 }
 
 // setPartitions replaces the partitions fetched.
@@ -156,8 +164,10 @@ func (f *replicaFetcher) run() {
 		f.mu.Unlock()
 		now := time.Now()
 		active := parts[:0:0]
+		wait := f.b.cfg.ReplicaFetchBackoff + time.Millisecond
 		for _, p := range parts {
 			if until, ok := f.backoffUntil[p]; ok && now.Before(until) {
+				wait = min(wait, until.Sub(now)+time.Millisecond)
 				continue
 			}
 			delete(f.backoffUntil, p)
@@ -168,7 +178,7 @@ func (f *replicaFetcher) run() {
 			case <-f.stop:
 				return
 			case <-f.changed:
-			case <-time.After(f.b.cfg.ReplicaFetchBackoff + time.Millisecond):
+			case <-time.After(wait):
 			}
 			continue
 		}
@@ -192,7 +202,11 @@ func (f *replicaFetcher) run() {
 			}
 			f.b.logger.Info("follower fetch failed", "leader", f.leader, "err", err)
 			c.conn.Close()
-			c = nil
+			// One immediate reconnect: a dead leader then shows at once as a refused
+			// connection (see dial) rather than after the backoff.
+			if c, err = f.dial(); err == nil {
+				continue
+			}
 			if !f.pause(f.b.cfg.ReplicaFetchBackoff) {
 				return
 			}
@@ -218,6 +232,11 @@ func (f *replicaFetcher) dial() (*replicaClient, error) {
 	addr := net.JoinHostPort(br.Host, strconv.Itoa(int(br.Port)))
 	conn, err := net.DialTimeout("tcp", addr, replicaSocketTimeout)
 	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			// Nothing listens there: the leader's process is likely gone, and the controller
+			// can fence it at once instead of after its session timeout.
+			f.b.reportUnreachable(br)
+		}
 		return nil, fmt.Errorf("dial leader %d at %s: %w", f.leader, addr, err)
 	}
 	f.mu.Lock()
@@ -289,7 +308,21 @@ func (f *replicaFetcher) handle(parts []*partition, resp *kmsg.FetchResponse, no
 			if p == nil {
 				continue
 			}
-			if err := f.apply(p, rp); err != nil {
+			err := f.apply(p, rp)
+			switch {
+			case err == nil:
+				delete(f.retries, p)
+			case errors.Is(err, kerr.NotLeaderForPartition) || errors.Is(err, kerr.UnknownLeaderEpoch):
+				// The leader the image names has not applied that image yet, a matter of
+				// milliseconds after an election, while acks=all producers wait for this
+				// follower: ask again soon, then back off more each time.
+				n := f.retries[p]
+				f.retries[p] = n + 1
+				f.backoffUntil[p] = now.Add(min(leaderCatchUpBackoff<<min(n, 16), f.b.cfg.ReplicaFetchBackoff))
+				if n > 0 {
+					f.b.logger.Info("leader does not lead the partition yet", "topic", p.topic, "partition", p.index, "leader", f.leader, "tries", n+1, "err", err)
+				}
+			default:
 				f.b.logger.Warn("follower fetch of a partition failed", "topic", p.topic, "partition", p.index, "leader", f.leader, "err", err)
 				f.backoffUntil[p] = now.Add(f.b.cfg.ReplicaFetchBackoff)
 			}

@@ -26,7 +26,8 @@ const (
 // forwardRequest is what a controller sends the active one.
 type forwardRequest struct {
 	// Kind is "commit" (Records, encoded), "heartbeat" (NodeID, Incarnation, and Addr from a
-	// learner) or "join" (NodeID, Addr: add a learner).
+	// learner), "unreachable" (NodeID, Incarnation: a broker that refused a connection) or
+	// "join" (NodeID, Addr: add a learner).
 	Kind        string `json:"kind"`
 	Records     []byte `json:"records,omitempty"`
 	NodeID      int32  `json:"node_id,omitempty"`
@@ -137,6 +138,8 @@ func (s *RaftStore) serveForward(body []byte) forwardResponse {
 				s.node.AddPeer(raftID(req.NodeID), req.Addr)
 			}
 		}
+	case "unreachable":
+		err = s.recordSuspect(req.NodeID, req.Incarnation)
 	case "join":
 		err = s.addLearner(req.NodeID, req.Addr)
 	default:

@@ -70,3 +70,45 @@ func (s *RaftStore) recordHeartbeat(nodeID int32, inc UUID, wantShutdown bool) (
 	s.hbMu.Unlock()
 	return wantShutdown && s.Image().ReadyToShutDown(nodeID, inc), nil
 }
+
+// Suspect is a broker registration that another broker found not listening: a connection to
+// its advertised endpoint was refused, as after its process died.
+type Suspect struct {
+	NodeID      int32
+	Incarnation UUID
+}
+
+// suspectQueue bounds the reports waiting for the active controller's loop; more are dropped,
+// since the reporters repeat them.
+const suspectQueue = 64
+
+// ReportUnreachable tells the active controller that broker nodeID, registered as inc, refused
+// a connection, so that it can check and fence the broker without waiting out its session.
+func (s *RaftStore) ReportUnreachable(ctx context.Context, nodeID int32, inc UUID) error {
+	deadline := time.Now().Add(s.cfg.CommitTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	_, err := s.toLeader(deadline, func(leader int32) (uint64, error) {
+		if leader == s.cfg.NodeID {
+			return 0, s.recordSuspect(nodeID, inc)
+		}
+		_, err := s.forward(leader, forwardRequest{Kind: "unreachable", NodeID: nodeID, Incarnation: inc}, deadline)
+		return 0, err
+	})
+	return err
+}
+
+// Suspects delivers, on the active controller, the brokers reported unreachable.
+func (s *RaftStore) Suspects() <-chan Suspect { return s.suspects }
+
+func (s *RaftStore) recordSuspect(nodeID int32, inc UUID) error {
+	if !s.node.IsLeader() {
+		return &raft.NotLeaderError{Leader: s.node.Leader()}
+	}
+	select {
+	case s.suspects <- Suspect{NodeID: nodeID, Incarnation: inc}:
+	default:
+	}
+	return nil
+}

@@ -91,6 +91,8 @@ type RaftStore struct {
 	hbMu sync.Mutex
 	// heartbeats are the last heartbeats received while leading, by node id (guarded by hbMu).
 	heartbeats map[int32]Heartbeat
+	// suspects carries reports of brokers found not listening to the active controller.
+	suspects chan Suspect
 
 	closed atomic.Bool
 	wg     sync.WaitGroup
@@ -136,7 +138,8 @@ func OpenRaft(cfg RaftConfig) (*RaftStore, error) {
 		return nil, err
 	}
 	s := &RaftStore{cfg: cfg, logger: logger, waiters: map[UUID]*waiter{},
-		appliedc: make(chan struct{}), conns: map[net.Conn]struct{}{}, heartbeats: map[int32]Heartbeat{}}
+		appliedc: make(chan struct{}), conns: map[net.Conn]struct{}{}, heartbeats: map[int32]Heartbeat{},
+		suspects: make(chan Suspect, suspectQueue)}
 	s.mux = &muxListener{addr: soleVoterAddr{}, conns: make(chan net.Conn), done: make(chan struct{})}
 	if cfg.Listen != "" {
 		ln, err := net.Listen("tcp", cfg.Listen)
