@@ -61,6 +61,9 @@ func handleFetch(b *Broker, rc *reqCtx, r kmsg.Request) {
 	if wait > maxFetchWait {
 		wait = maxFetchWait
 	}
+	if replica >= 0 && rc.cs.follower.Load() != replica+1 {
+		rc.cs.follower.Store(replica + 1)
+	}
 	f := &fetchOp{b: b, rc: rc, cs: rc.cs, req: req, replica: replica}
 	f.mu.Lock()
 	defer f.mu.Unlock()

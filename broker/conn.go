@@ -34,6 +34,9 @@ type connState struct {
 	b      *Broker
 	c      ring.Conn
 	frames *wire.FrameReader
+	// follower is the node id + 1 of the follower that fetched over this connection, 0 for a
+	// client's: its close makes the leader check whether the follower died.
+	follower atomic.Int32
 	// alloc and resume are FrameAlloc and a pool wake-up bound once, so feeding allocates
 	// nothing.
 	alloc  wire.FrameAlloc
@@ -135,6 +138,9 @@ func (cs *connState) next(n, m int) ring.Next {
 
 func (h *connHandler) OnClose(c ring.Conn, err error) {
 	cs := c.Context().(*connState)
+	if id := cs.follower.Load(); id > 0 {
+		h.b.followerDisconnected(id - 1)
+	}
 	cs.frames.Release(h.b.reqPool.Put)
 	cs.mu.Lock()
 	cs.closed = true

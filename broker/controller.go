@@ -2,13 +2,9 @@ package broker
 
 import (
 	"context"
-	"errors"
-	"net"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"ringbroker/broker/meta"
@@ -57,6 +53,7 @@ func (b *Broker) controllerLoop() {
 		case res := <-c.probed:
 			delete(c.probing, res.NodeID)
 			if !res.refused {
+				b.logger.Info("broker reported unreachable accepts connections", "node", res.NodeID)
 				continue
 			}
 			b.logger.Info("broker refuses connections: fencing it now", "node", res.NodeID)
@@ -116,18 +113,33 @@ func (b *Broker) controllerCheck(c *controllerState, now time.Time) {
 		// (a long stall of this process) must not fence it.
 		hbs[b.cfg.NodeID] = meta.Heartbeat{Incarnation: b.incarnation, At: now, WantShutdown: b.shuttingDown.Load()}
 	}
-	for id, r := range c.refused {
-		if br, ok := im.Brokers[id]; !ok || br.Incarnation != r.Incarnation {
-			delete(c.refused, id)
-		}
-	}
-	recs := fenceRecords(im, hbs, c.refused, c.leaderSince, now, b.cfg.BrokerSessionTimeout, b.uncleanElection)
+	dead := deadBrokers(im, c.refused, b.meta.Heartbeats())
+	recs := fenceRecords(im, hbs, dead, c.leaderSince, now, b.cfg.BrokerSessionTimeout, b.uncleanElection)
 	if len(recs) == 0 {
 		return
 	}
 	if _, err := b.meta.Commit(recs); err != nil {
 		b.logger.Warn("commit broker fencing", "err", err)
 	}
+}
+
+// deadBrokers returns the brokers whose registration refused connections (refused, by node)
+// and did not heartbeat since, and forgets refusals of registrations that were replaced. The
+// registration itself does not count as a heartbeat here: the controller may see it only after
+// the process already died.
+func deadBrokers(im *meta.Image, refused, hbs map[int32]meta.Heartbeat) map[int32]bool {
+	dead := map[int32]bool{}
+	for id, r := range refused {
+		br, ok := im.Brokers[id]
+		if !ok || br.Incarnation != r.Incarnation {
+			delete(refused, id)
+			continue
+		}
+		if hb, ok := hbs[id]; !ok || hb.Incarnation != r.Incarnation || !hb.At.After(r.At) {
+			dead[id] = true
+		}
+	}
+	return dead
 }
 
 // probeSuspect checks a broker reported unreachable by dialing its registered endpoint: only a
@@ -139,45 +151,14 @@ func (b *Broker) probeSuspect(c *controllerState, sus meta.Suspect) {
 		return
 	}
 	c.probing[sus.NodeID] = true
-	addr := net.JoinHostPort(br.Host, strconv.Itoa(int(br.Port)))
+	addr := endpoint(br)
 	go func() {
 		at := time.Now()
-		conn, err := net.DialTimeout("tcp", addr, probeTimeout)
-		if err == nil {
-			conn.Close()
-		}
 		res := probeResult{Heartbeat: meta.Heartbeat{Incarnation: br.Incarnation, At: at}, NodeID: br.NodeID,
-			refused: errors.Is(err, syscall.ECONNREFUSED)}
+			refused: refusesConnections(addr)}
 		select {
 		case c.probed <- res:
 		case <-b.stop:
-		}
-	}()
-}
-
-// probeTimeout bounds the controller's dial of a suspect broker.
-const probeTimeout = time.Second
-
-// reportUnreachable tells the active controller that br refused a connection, at most one
-// report per broker at a time.
-func (b *Broker) reportUnreachable(br meta.Broker) {
-	b.reportMu.Lock()
-	if b.reporting[br.NodeID] {
-		b.reportMu.Unlock()
-		return
-	}
-	b.reporting[br.NodeID] = true
-	b.reportMu.Unlock()
-	go func() {
-		defer func() {
-			b.reportMu.Lock()
-			delete(b.reporting, br.NodeID)
-			b.reportMu.Unlock()
-		}()
-		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.BrokerSessionTimeout)
-		defer cancel()
-		if err := b.meta.ReportUnreachable(ctx, br.NodeID, br.Incarnation); err != nil {
-			b.logger.Debug("report an unreachable broker", "node", br.NodeID, "err", err)
 		}
 	}()
 }
@@ -246,9 +227,8 @@ func (b *Broker) hasLivePeer() bool {
 // its ISR as leader; with none, an unclean election (unclean says whether the topic allows it)
 // takes any live replica, else the partition goes offline (leader -1). A broker's silence is
 // counted from when this controller began leading at the earliest, as heartbeats went to the
-// previous leader before. A registration in refused (its endpoint refused a connection at
-// refused[id].At) is not alive either, unless it heartbeated after that.
-func fenceRecords(im *meta.Image, hbs, refused map[int32]meta.Heartbeat, leaderSince, now time.Time, sessionTimeout time.Duration, unclean func(*meta.Topic) bool) []meta.Record {
+// previous leader before. The brokers in dead (found not listening) are not alive either.
+func fenceRecords(im *meta.Image, hbs map[int32]meta.Heartbeat, dead map[int32]bool, leaderSince, now time.Time, sessionTimeout time.Duration, unclean func(*meta.Topic) bool) []meta.Record {
 	var recs []meta.Record
 	live := map[int32]bool{}
 	for _, br := range sortedBrokers(im) {
@@ -258,10 +238,7 @@ func fenceRecords(im *meta.Image, hbs, refused map[int32]meta.Heartbeat, leaderS
 		if heard && hb.At.After(last) {
 			last = hb.At
 		}
-		alive := now.Sub(last) < sessionTimeout
-		if r, ok := refused[br.NodeID]; ok && r.Incarnation == br.Incarnation && !(heard && hb.At.After(r.At)) {
-			alive = false
-		}
+		alive := now.Sub(last) < sessionTimeout && !dead[br.NodeID]
 		if alive == br.Fenced {
 			recs = append(recs, meta.Record{Type: meta.TypeFence, NodeID: br.NodeID, Fenced: !alive})
 		}

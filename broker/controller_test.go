@@ -125,7 +125,7 @@ func TestControlledShutdownRecords(t *testing.T) {
 	}
 }
 
-func TestFenceRefusedBroker(t *testing.T) {
+func TestFenceDeadBroker(t *testing.T) {
 	inc1, inc2 := meta.NewUUID(), meta.NewUUID()
 	tid := meta.NewUUID()
 	im, err := meta.EmptyImage("cid").Apply(0, []meta.Record{
@@ -142,15 +142,34 @@ func TestFenceRefusedBroker(t *testing.T) {
 	hbs := map[int32]meta.Heartbeat{1: {Incarnation: inc1, At: now.Add(-time.Second)}, 2: {Incarnation: inc2, At: now}}
 	// Node 1 heartbeated a second ago, well within its session, but its endpoint refused a
 	// connection since: it is fenced now and node 2 leads.
-	refused := map[int32]meta.Heartbeat{1: {Incarnation: inc1, At: now.Add(-500 * time.Millisecond)}}
-	recs := fenceRecords(im, hbs, refused, since, now, 9*time.Second, noUnclean)
+	recs := fenceRecords(im, hbs, map[int32]bool{1: true}, since, now, 9*time.Second, noUnclean)
 	if len(recs) != 2 || recs[0].Type != meta.TypeFence || recs[0].NodeID != 1 || !recs[0].Fenced || recs[1].Leader != 2 {
 		t.Fatalf("records = %+v; want node 1 fenced and node 2 leading", recs)
 	}
-	// A refusal of an earlier registration, or one followed by a heartbeat, fences nothing.
-	for _, r := range []meta.Heartbeat{{Incarnation: meta.NewUUID(), At: now}, {Incarnation: inc1, At: now.Add(-2 * time.Second)}} {
-		if recs := fenceRecords(im, hbs, map[int32]meta.Heartbeat{1: r}, since, now, 9*time.Second, noUnclean); len(recs) != 0 {
-			t.Fatalf("refused %+v: records = %+v; want none", r, recs)
-		}
+}
+
+func TestDeadBrokers(t *testing.T) {
+	inc1, inc2, old := meta.NewUUID(), meta.NewUUID(), meta.NewUUID()
+	im, err := meta.EmptyImage("cid").Apply(0, []meta.Record{
+		{Type: meta.TypeBroker, NodeID: 1, Incarnation: inc1},
+		{Type: meta.TypeBroker, NodeID: 2, Incarnation: inc2},
+		{Type: meta.TypeBroker, NodeID: 3, Incarnation: meta.NewUUID()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	refused := map[int32]meta.Heartbeat{
+		1: {Incarnation: inc1, At: now},                   // no heartbeat since: dead
+		2: {Incarnation: inc2, At: now.Add(-time.Second)}, // heartbeated after: alive
+		3: {Incarnation: old, At: now},                    // an earlier registration: forgotten
+	}
+	hbs := map[int32]meta.Heartbeat{1: {Incarnation: inc1, At: now.Add(-time.Millisecond)}, 2: {Incarnation: inc2, At: now}}
+	dead := deadBrokers(im, refused, hbs)
+	if !dead[1] || dead[2] || dead[3] || len(dead) != 1 {
+		t.Fatalf("dead = %v; want node 1 only", dead)
+	}
+	if _, ok := refused[3]; ok || len(refused) != 2 {
+		t.Fatalf("refused = %v; want node 3's stale refusal dropped", refused)
 	}
 }

@@ -73,7 +73,8 @@ func (p *partition) highWatermark() int64 { return p.hw.Load() }
 
 // applyState installs st, taken from a new metadata image. On becoming leader (a new leader
 // epoch) the log starts the epoch at its end and the followers' progress restarts; on losing
-// leadership waiting acks=all requests fail with NOT_LEADER_OR_FOLLOWER. It returns the waits
+// leadership waiting acks=all requests fail with NOT_LEADER_OR_FOLLOWER. A leadership older
+// than the log's latest epoch is stale and taken as no leader at all. It returns the waits
 // to fail, which the caller answers outside the lock.
 func (p *partition) applyState(st *replicaState, self int32, now time.Time) ([]hwWait, error) {
 	// A follower fetch in progress finishes its append first (replicaFetcher.apply).
@@ -82,6 +83,14 @@ func (p *partition) applyState(st *replicaState, self int32, now time.Time) ([]h
 	p.replMu.Lock()
 	defer p.replMu.Unlock()
 	old := p.st.Load()
+	if latest, ok := p.log.LatestEpoch(); ok && st.leader && latest > st.leaderEpoch {
+		// The log holds a later leader epoch than the image names: the image predates what
+		// this replica followed (a restart replays the metadata log it had, which may lag the
+		// data it fetched). Neither lead nor follow until a newer image comes.
+		stale := *st
+		stale.leader, stale.leaderID = false, -1
+		st = &stale
+	}
 	newEpoch := old == nil || old.leaderEpoch != st.leaderEpoch || old.leader != st.leader
 	var failed []hwWait
 	if st.leader {

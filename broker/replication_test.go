@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	"ringbroker/broker/meta"
 	"ringbroker/internal/testutil"
+	rlog "ringbroker/log"
 	"ringbroker/wire"
 )
 
@@ -450,4 +452,29 @@ func TestControlledShutdown(t *testing.T) {
 	}
 	waitReplicasEqual(t, rest, "cs", 2)
 	checkConsumeAll(ctx, t, clusterSeeds(rest), "cs", 600)
+}
+
+// TestStaleLeadershipIgnored opens a replica whose log followed leader epoch 2 and gives it an
+// image that names it leader at epoch 1, as a restart replaying a lagging metadata log does: it
+// neither fails nor leads, and a current image makes it leader.
+func TestStaleLeadershipIgnored(t *testing.T) {
+	l, err := rlog.Open(t.TempDir(), rlog.DefaultConfig(), rlog.Options{Topic: "t", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.SetLeaderEpoch(2); err != nil {
+		t.Fatal(err)
+	}
+	p := &partition{topic: "t", log: l}
+	now := time.Now()
+	if _, err := p.applyState(&replicaState{leader: true, leaderID: 1, leaderEpoch: 1, replicas: []int32{1, 2}, isr: []int32{1, 2}, minISR: 1}, 1, now); err != nil {
+		t.Fatalf("stale leadership: %v", err)
+	}
+	if st := p.state(); p.isLeader() || st.leaderID != -1 {
+		t.Fatalf("after a stale leadership: state %+v; want no leader", st)
+	}
+	if _, err := p.applyState(&replicaState{leader: true, leaderID: 1, leaderEpoch: 3, replicas: []int32{1, 2}, isr: []int32{1, 2}, minISR: 1}, 1, now); err != nil || !p.isLeader() {
+		t.Fatalf("current leadership: err %v, leader %v", err, p.isLeader())
+	}
 }

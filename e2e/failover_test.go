@@ -17,16 +17,18 @@ import (
 	"ringbroker/internal/testutil"
 )
 
-// failoverRounds is how many times TestLeaderKillFailover kills a partition's leader.
-const failoverRounds = 3
+// failoverRounds is how many times TestKillFailover kills a broker: the partition's leader in
+// even rounds, a follower in odd ones.
+const failoverRounds = 6
 
-// TestLeaderKillFailover SIGKILLs the leader of an RF 3, min.insync.replicas=2 partition at
-// the default heartbeat and session settings while an idempotent acks=all producer writes to
-// it, restarting the killed broker between rounds. The controller learns of the dead leader
-// from the followers' refused connections and fences it without waiting out its 9 s session;
-// the test logs how long the partition was not writable, and checks every acknowledged record
-// is read back once, in order.
-func TestLeaderKillFailover(t *testing.T) {
+// TestKillFailover SIGKILLs the leader, or a follower, of an RF 3, min.insync.replicas=2
+// partition at the default heartbeat and session settings while an idempotent acks=all
+// producer writes to it, restarting the killed broker between rounds. The controller learns of
+// the dead broker from its peers' refused connections and fences it without waiting out its
+// 9 s session: a new leader takes over, or the ISR drops the follower that acks=all would wait
+// for. The test logs how long the partition was not writable, and checks every acknowledged
+// record is read back once, in order.
+func TestKillFailover(t *testing.T) {
 	if brokerKind() != "ringbroker" {
 		t.Skip("starts a ringbroker cluster; E2E_BROKER=" + brokerKind())
 	}
@@ -102,7 +104,7 @@ func TestLeaderKillFailover(t *testing.T) {
 		return time.Duration(g)
 	}
 
-	var gaps []time.Duration
+	gaps := map[bool][]time.Duration{} // by whether the leader was killed
 	for round := range failoverRounds {
 		testutil.WaitFor(t, clusterTimeout, func() error {
 			if len(acksSince(time.Now().Add(-time.Second))) < 20 {
@@ -111,10 +113,13 @@ func TestLeaderKillFailover(t *testing.T) {
 			return nil
 		})
 		leader := partitionLeader(ctx, t, adm, topic)
-		victim := nodes[leader-1]
-		role := "leader"
-		if ac, err := activeController(nodes); err == nil && ac == int(leader-1) {
-			role = "leader and active controller"
+		kill, role := leader, "leader"
+		if round%2 == 1 {
+			kill, role = leader%3+1, "follower"
+		}
+		victim := nodes[kill-1]
+		if ac, err := activeController(nodes); err == nil && ac == int(kill-1) {
+			role += " and active controller"
 		}
 		refusedBefore := countInLogs(t, nodes, "broker refuses connections")
 		killed := time.Now()
@@ -123,15 +128,15 @@ func TestLeaderKillFailover(t *testing.T) {
 		// more have come.
 		testutil.WaitFor(t, clusterTimeout, func() error {
 			if n := len(acksSince(killed)); n < 100 {
-				return fmt.Errorf("round %d: %d acks since node %d was killed", round, n, leader)
+				return fmt.Errorf("round %d: %d acks since node %d was killed", round, n, kill)
 			}
 			return nil
 		})
 		gap := longestGap(acksSince(killed.Add(-100 * time.Millisecond)))
-		gaps = append(gaps, gap)
-		t.Logf("round %d: killed node %d (%s); longest time without an ack %v", round, leader, role, gap.Round(time.Millisecond))
+		gaps[round%2 == 0] = append(gaps[round%2 == 0], gap)
+		t.Logf("round %d: killed node %d (%s); longest time without an ack %v", round, kill, role, gap.Round(time.Millisecond))
 		if n := countInLogs(t, nodes, "broker refuses connections"); n <= refusedBefore {
-			t.Fatalf("round %d: no controller fenced node %d for refusing connections", round, leader)
+			t.Fatalf("round %d: no controller fenced node %d for refusing connections", round, kill)
 		}
 		victim.Restart()
 		waitISR(ctx, t, adm, topic, 3)
@@ -140,8 +145,12 @@ func TestLeaderKillFailover(t *testing.T) {
 	if err := <-produced; err != nil {
 		t.Fatal(err)
 	}
-	slices.Sort(gaps)
-	t.Logf("leader-kill failover at default settings over %d rounds: median %v, max %v", len(gaps), gaps[len(gaps)/2].Round(time.Millisecond), gaps[len(gaps)-1].Round(time.Millisecond))
+	for _, leader := range []bool{true, false} {
+		g := gaps[leader]
+		slices.Sort(g)
+		what := map[bool]string{true: "leader", false: "follower"}[leader]
+		t.Logf("%s kill at default settings, %d rounds: longest time without an ack: median %v, max %v", what, len(g), g[len(g)/2].Round(time.Millisecond), g[len(g)-1].Round(time.Millisecond))
+	}
 
 	mu.Lock()
 	n := len(acked)
