@@ -48,7 +48,7 @@ func handleMetadata(b *Broker, rc *reqCtx, r kmsg.Request) {
 	}
 
 	resp.ClusterID = kmsg.StringPtr(im.ClusterID)
-	resp.ControllerID = b.cfg.NodeID
+	resp.ControllerID = b.controllerIDFor(im)
 	resp.Brokers = b.metadataBrokers(im)
 	if all {
 		for _, name := range im.SortedTopicNames() {

@@ -32,7 +32,7 @@ func handleDescribeCluster(b *Broker, rc *reqCtx, r kmsg.Request) {
 	}
 	resp.EndpointType = 1
 	resp.ClusterID = im.ClusterID
-	resp.ControllerID = b.cfg.NodeID
+	resp.ControllerID = b.controllerIDFor(im)
 	if req.IncludeClusterAuthorizedOperations {
 		resp.ClusterAuthorizedOperations = clusterAllOperations
 	}

@@ -163,6 +163,18 @@ func (b *Broker) probeSuspect(c *controllerState, sus meta.Suspect) {
 	}()
 }
 
+// controllerIDFor is the controller id that Metadata and DescribeCluster name: the active
+// controller when it is also a live broker (a combined node), which clients can reach; else,
+// as Kafka's KRaft brokers answer, a live broker (this one).
+func (b *Broker) controllerIDFor(im *meta.Image) int32 {
+	if l := b.meta.Leader(); l >= 0 {
+		if br, ok := im.Brokers[l]; ok && !br.Fenced {
+			return l
+		}
+	}
+	return b.cfg.NodeID
+}
+
 // heartbeat tells the active controller this broker is alive.
 func (b *Broker) heartbeat() {
 	if !b.heartbeating.CompareAndSwap(false, true) {

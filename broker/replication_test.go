@@ -152,6 +152,23 @@ func TestReplication(t *testing.T) {
 		}
 	}
 	checkConsumeAll(ctx, t, seeds, "rep", n)
+
+	// Every node's Metadata names the active controller.
+	leader := bs[0].meta.Leader()
+	for _, b := range bs {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr().String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+		cl.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ControllerID != leader || leader < 0 {
+			t.Fatalf("node %d's Metadata names controller %d; the active controller is %d", b.cfg.NodeID, resp.ControllerID, leader)
+		}
+	}
 }
 
 // TestNotEnoughReplicas stops one of three replicas of a topic with min.insync.replicas=3:
