@@ -59,6 +59,7 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 	anyErr := false
 	validAcks := req.Acks == 0 || req.Acks == 1 || req.Acks == -1
 	now := time.Now()
+	leased := b.leaseHeld(now)
 	var waits []produceWait
 	for i := range req.Topics {
 		rt := &req.Topics[i]
@@ -103,6 +104,10 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 					} else {
 						code = kerr.UnknownTopicOrPartition
 					}
+					break
+				}
+				if !leased {
+					code, msg = kerr.NotLeaderForPartition, "This broker has not reached the controller for broker.session.timeout.ms and may have been fenced"
 					break
 				}
 				if st := p.state(); req.Acks == -1 && len(st.isr) < st.minISR {

@@ -86,6 +86,9 @@ type Broker struct {
 	// partitions others lead now, so client connections are closed, as Kafka does not open its
 	// listeners to clients before the broker caught up.
 	ready atomic.Bool
+	// leaseStart is when the last heartbeat (or the registration) that the active controller
+	// acknowledged was sent, in Unix nanoseconds (see leaseHeld).
+	leaseStart atomic.Int64
 	// reporting marks the brokers whose refused connections are being reported to the active
 	// controller (guarded by reportMu).
 	reportMu  sync.Mutex
@@ -340,10 +343,12 @@ func (b *Broker) advertised() Listener {
 func (b *Broker) registerSelf() error {
 	adv := b.advertised()
 	rec := meta.Record{Type: meta.TypeBroker, NodeID: b.cfg.NodeID, Host: adv.Host, Port: int32(adv.Port), Incarnation: b.incarnation}
+	sent := time.Now()
 	_, err := b.meta.Commit([]meta.Record{rec})
 	if err != nil {
 		return fmt.Errorf("register broker %d: %w", b.cfg.NodeID, err)
 	}
+	b.renewLease(sent)
 	return nil
 }
 

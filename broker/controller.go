@@ -181,9 +181,12 @@ func (b *Broker) heartbeat() {
 		return
 	}
 	defer b.heartbeating.Store(false)
+	sent := time.Now()
 	if _, err := b.meta.Heartbeat(context.Background(), b.cfg.NodeID, b.incarnation, b.shuttingDown.Load()); err != nil {
 		b.logger.Warn("broker heartbeat", "err", err)
+		return
 	}
+	b.renewLease(sent)
 }
 
 // controlledShutdown moves this broker's leadership to other replicas before it stops, as

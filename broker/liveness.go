@@ -88,3 +88,23 @@ func (b *Broker) followerDisconnected(node int32) {
 		}
 	}()
 }
+
+// leaseHeld reports whether this broker reached the active controller within the session
+// timeout before now: the controller fences a broker only after that long without a
+// heartbeat, so until then no other broker can have been elected leader of its partitions.
+// A leader cut off for longer refuses writes (NOT_LEADER_OR_FOLLOWER) rather than take records
+// that the new leader's truncation would drop.
+func (b *Broker) leaseHeld(now time.Time) bool {
+	return now.UnixNano()-b.leaseStart.Load() < int64(b.cfg.BrokerSessionTimeout)
+}
+
+// renewLease records a heartbeat or registration sent at sent and acknowledged by the active
+// controller. The lease runs from when it was sent, which the controller saw after.
+func (b *Broker) renewLease(sent time.Time) {
+	for {
+		cur := b.leaseStart.Load()
+		if sent.UnixNano() <= cur || b.leaseStart.CompareAndSwap(cur, sent.UnixNano()) {
+			return
+		}
+	}
+}
