@@ -237,7 +237,13 @@ func (b *Broker) respondWhenDone(rc *reqCtx, resp *kmsg.ProduceResponse, waits [
 			after := b.afterSync(w.p)
 			w.p.log.SyncAsync(w.upto, func(err error) {
 				after(err)
-				if err != nil {
+				switch {
+				case errors.Is(err, rlog.ErrTruncated):
+					// Leadership moved and the new leader's log replaced these offsets: the
+					// client retries at the new leader.
+					o.settle(i, kerr.NotLeaderForPartition, "")
+					return
+				case err != nil:
 					o.settle(i, kerr.KafkaStorageError, err.Error())
 					return
 				}
