@@ -33,30 +33,10 @@ func TestKillFailover(t *testing.T) {
 		t.Skip("starts a ringbroker cluster; E2E_BROKER=" + brokerKind())
 	}
 	nodes := startCluster(t, 3, "broker.heartbeat.interval.ms=2000", "broker.session.timeout.ms=9000")
-	var addrs []string
-	for _, b := range nodes {
-		addrs = append(addrs, b.Addr())
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	// kadm answers ListTopics from the client's cached metadata when it is younger than the
-	// minimum age: keep it short, or the leader it names can be the one before the last kill.
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.MetadataMinAge(10*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admCl.Close()
-	adm := kadm.NewClient(admCl)
 	const topic = "failover"
-	minISR := "2"
-	testutil.WaitFor(t, clusterTimeout, func() error {
-		resp, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{"min.insync.replicas": &minISR}, topic)
-		if err != nil {
-			return err
-		}
-		return resp.Err
-	})
-	waitISR(ctx, t, adm, topic, 3)
+	addrs, adm := replicatedTopic(ctx, t, nodes, topic, 1)
 
 	prod, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic),
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordRetries(1<<30), kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond }),
@@ -156,6 +136,35 @@ func TestKillFailover(t *testing.T) {
 	n := len(acked)
 	mu.Unlock()
 	checkReadBackInOrder(ctx, t, addrs, topic, n)
+}
+
+// replicatedTopic creates topic with RF 3, min.insync.replicas=2 and the partitions on the
+// cluster of nodes, waits for its full ISR, and returns the nodes' addresses and an admin
+// client. The client's metadata is refreshed at every call: kadm answers ListTopics from the
+// cached metadata while it is younger than the minimum age, and a leader it names could be
+// the one before the last kill.
+func replicatedTopic(ctx context.Context, t *testing.T, nodes []*Broker, topic string, partitions int32) ([]string, *kadm.Client) {
+	t.Helper()
+	var addrs []string
+	for _, b := range nodes {
+		addrs = append(addrs, b.Addr())
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.MetadataMinAge(10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	adm := kadm.NewClient(cl)
+	minISR := "2"
+	testutil.WaitFor(t, clusterTimeout, func() error {
+		resp, err := adm.CreateTopic(ctx, partitions, 3, map[string]*string{"min.insync.replicas": &minISR}, topic)
+		if err != nil {
+			return err
+		}
+		return resp.Err
+	})
+	waitISR(ctx, t, adm, topic, 3)
+	return addrs, adm
 }
 
 // waitISR waits until every partition of topic has want replicas in its ISR.

@@ -14,9 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"ringbroker/internal/brokertest"
 	"ringbroker/internal/testutil"
 )
@@ -32,29 +29,11 @@ func TestRollingRestartVerifiable(t *testing.T) {
 		t.Skip("starts a ringbroker cluster; E2E_BROKER=" + brokerKind())
 	}
 	nodes := startCluster(t, 3)
-	var addrs []string
-	for _, b := range nodes {
-		addrs = append(addrs, b.Addr())
-	}
-	bootstrap := strings.Join(addrs, ",")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.MetadataMinAge(10*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admCl.Close()
-	adm := kadm.NewClient(admCl)
 	const topic = "rolling"
-	minISR := "2"
-	testutil.WaitFor(t, clusterTimeout, func() error {
-		resp, err := adm.CreateTopic(ctx, 3, 3, map[string]*string{"min.insync.replicas": &minISR}, topic)
-		if err != nil {
-			return err
-		}
-		return resp.Err
-	})
-	waitISR(ctx, t, adm, topic, 3)
+	addrs, adm := replicatedTopic(ctx, t, nodes, topic, 3)
+	bootstrap := strings.Join(addrs, ",")
 
 	dir := t.TempDir()
 	prodCfg := filepath.Join(dir, "producer.properties")
