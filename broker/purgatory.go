@@ -26,9 +26,12 @@ type purgatory struct {
 	// wakeAt is when the driver sleeps until (guarded by mu); zero while it has nothing to wait
 	// for. A deadline before it pokes the driver.
 	wakeAt time.Time
-	poke   chan struct{}
-	stop   chan struct{}
-	done   chan struct{}
+	// due collects what the deadlines reached in one Advance fire (guarded by mu); they run
+	// after mu is released, so that they may schedule and cancel.
+	due  []func()
+	poke chan struct{}
+	stop chan struct{}
+	done chan struct{}
 }
 
 func newPurgatory() *purgatory {
@@ -41,10 +44,11 @@ func newPurgatory() *purgatory {
 	return p
 }
 
-// after schedules fn at deadline; fn must not block.
+// after schedules fn at deadline; fn must not block. fn runs on the purgatory's goroutine and
+// may call after and cancel; a cancel that races with the deadline may still see fn run.
 func (p *purgatory) after(deadline time.Time, fn func()) *timingwheel.Timer {
 	p.mu.Lock()
-	t := p.wheel.Schedule(deadline, fn)
+	t := p.wheel.Schedule(deadline, func() { p.due = append(p.due, fn) })
 	poke := p.wakeAt.IsZero() || deadline.Before(p.wakeAt)
 	if poke {
 		p.wakeAt = deadline
@@ -80,6 +84,8 @@ func (p *purgatory) run() {
 		}
 		p.mu.Lock()
 		p.wheel.Advance(time.Now())
+		due := p.due
+		p.due = nil
 		next, ok := p.wheel.NextDeadline()
 		if ok {
 			p.wakeAt = next
@@ -87,6 +93,9 @@ func (p *purgatory) run() {
 			p.wakeAt = time.Time{}
 		}
 		p.mu.Unlock()
+		for _, fn := range due {
+			fn()
+		}
 		d := time.Hour
 		if ok {
 			d = max(time.Until(next), 0)
