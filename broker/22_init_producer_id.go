@@ -12,7 +12,10 @@ package broker
 // then too, and the old id's state is simply never used again.
 
 import (
+	"errors"
+	"fmt"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -39,10 +42,7 @@ func (a *producerIDAllocator) allocate() (int64, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.next >= a.end {
-		a.b.controllerMu.Lock()
-		start := a.b.meta.Image().NextProducerID
-		_, err := a.b.meta.Commit([]meta.Record{{Type: meta.TypeProducerIDs, NextProducerID: start + producerIDBlockSize}})
-		a.b.controllerMu.Unlock()
+		start, err := a.reserveBlock()
 		if err != nil {
 			return -1, err
 		}
@@ -52,6 +52,34 @@ func (a *producerIDAllocator) allocate() (int64, error) {
 	a.next++
 	return id, nil
 }
+
+// reserveBlock commits the next block of producer ids and returns its start. Another broker may
+// reserve the same block first, from the same image: the record then no longer advances the
+// end and is refused, and the reservation tries again from the image that has the other's.
+func (a *producerIDAllocator) reserveBlock() (int64, error) {
+	var err error
+	for range producerIDReserveTries {
+		a.b.controllerMu.Lock()
+		start := a.b.meta.Image().NextProducerID
+		_, err = a.b.meta.Commit([]meta.Record{{Type: meta.TypeProducerIDs, NextProducerID: start + producerIDBlockSize}})
+		a.b.controllerMu.Unlock()
+		if err == nil {
+			return start, nil
+		}
+		if !errors.Is(err, meta.ErrProducerIDsBehind) {
+			return -1, err
+		}
+		time.Sleep(producerIDRetryBackoff)
+	}
+	return -1, fmt.Errorf("reserve a producer id block: %w", err)
+}
+
+// producerIDReserveTries and producerIDRetryBackoff bound the retries of a block reservation
+// that lost a race: the image with the winner's block arrives within milliseconds.
+const (
+	producerIDReserveTries = 50
+	producerIDRetryBackoff = 10 * time.Millisecond
+)
 
 func handleInitProducerID(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.InitProducerIDRequest)

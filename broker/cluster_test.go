@@ -83,3 +83,45 @@ func startInProcessCluster(tb testing.TB, n int, mods ...func(*Config)) []*Broke
 	}
 	return bs
 }
+
+// TestProducerIDBlocksRace reserves producer-id blocks from all three nodes of a cluster at
+// once: the reservations that race from the same image retry, and every block is distinct.
+func TestProducerIDBlocksRace(t *testing.T) {
+	bs := startInProcessCluster(t, 3)
+	const each = 5
+	starts := make(chan int64, len(bs)*each)
+	errs := make(chan error, len(bs)*each)
+	var wg sync.WaitGroup
+	for _, b := range bs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				b.producerIDs.mu.Lock()
+				start, err := b.producerIDs.reserveBlock()
+				b.producerIDs.mu.Unlock()
+				if err != nil {
+					errs <- err
+					continue
+				}
+				starts <- start
+			}
+		}()
+	}
+	wg.Wait()
+	close(starts)
+	close(errs)
+	for err := range errs {
+		t.Errorf("reserve a block: %v", err)
+	}
+	seen := map[int64]bool{}
+	for s := range starts {
+		if seen[s] {
+			t.Fatalf("block at %d reserved twice", s)
+		}
+		seen[s] = true
+	}
+	if len(seen) != len(bs)*each {
+		t.Fatalf("%d distinct blocks; want %d", len(seen), len(bs)*each)
+	}
+}

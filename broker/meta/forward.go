@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"time"
 
 	"ringbroker/raft"
@@ -91,9 +92,20 @@ func (s *RaftStore) forward(leader int32, req forwardRequest, deadline time.Time
 	case resp.NotLeader:
 		return resp, &raft.NotLeaderError{Leader: resp.Leader}
 	case resp.Err != "":
-		return resp, errors.New(resp.Err)
+		return resp, remoteError(resp.Err)
 	}
 	return resp, nil
+}
+
+// remoteError rebuilds an error the active controller answered with, wrapping the sentinel it
+// ends in, so that callers can tell a refused record (errors.Is) wherever it was checked.
+func remoteError(msg string) error {
+	for _, sentinel := range []error{ErrStalePartitionEpoch, ErrIneligibleReplica, ErrProducerIDsBehind} {
+		if strings.HasSuffix(msg, ": "+sentinel.Error()) {
+			return fmt.Errorf("%s: %w", strings.TrimSuffix(msg, ": "+sentinel.Error()), sentinel)
+		}
+	}
+	return errors.New(msg)
 }
 
 func readForwardFrame(r io.Reader) ([]byte, error) {

@@ -10,6 +10,10 @@ import (
 // the current one: another change (an ISR change, a leader election) committed first.
 var ErrStalePartitionEpoch = errors.New("partition epoch is not the current one")
 
+// ErrProducerIDsBehind says a producer-id block record does not advance the next producer id:
+// another block was reserved from the same image first.
+var ErrProducerIDsBehind = errors.New("producer id block already reserved")
+
 // ErrIneligibleReplica says a partition record adds to an ISR a broker that is in controlled
 // shutdown, which Kafka's controller refuses with INELIGIBLE_REPLICA.
 var ErrIneligibleReplica = errors.New("replica is not eligible to join the ISR")
@@ -216,7 +220,7 @@ func (im *Image) Apply(offset int64, recs []Record) (*Image, error) {
 			delete(next.TopicsByID, t.ID)
 		case TypeProducerIDs:
 			if r.NextProducerID <= next.NextProducerID {
-				return nil, fmt.Errorf("record %d: producer id block end %d does not advance past %d", i, r.NextProducerID, next.NextProducerID)
+				return nil, fmt.Errorf("record %d: producer id block end %d does not advance past %d: %w", i, r.NextProducerID, next.NextProducerID, ErrProducerIDsBehind)
 			}
 			next.NextProducerID = r.NextProducerID
 		case TypeBroker, TypeFence, TypeControlledShutdown:
