@@ -28,7 +28,7 @@ COMPARE_OUT          ?= results/compare-$(shell date +%Y%m%d-%H%M%S)
 UNIT_PKGS = $(shell $(GO) list -e ./... 2>/dev/null | grep -v '/e2e$$')
 
 .NOTPARALLEL:
-.PHONY: all build run test unit e2e bench compare profile fuzz-short vet deps deps-go deps-kcat deps-kafka clean
+.PHONY: all build run test unit e2e chaos bench compare profile fuzz-short vet deps deps-go deps-kcat deps-kafka clean
 
 all: build
 
@@ -54,6 +54,11 @@ unit:
 
 e2e:
 	E2E_BROKER=$(E2E_BROKER) $(GO) test $(GOLDFLAGS) -count=1 -timeout $(E2E_TIMEOUT) -v ./e2e/
+
+# The Jepsen-style fault test of replicated partitions (e2e/chaos_test.go) at full size:
+# CHAOS_FAULTS faults (200 unless set), CHAOS_SEED to repeat a run, CHAOS_NET=proxy without namespaces.
+chaos: build deps-kafka
+	CHAOS_FAULTS=$${CHAOS_FAULTS:-200} E2E_BROKER=$(E2E_BROKER) $(GO) test $(GOLDFLAGS) -count=1 -timeout 120m -run '^TestChaos$$' -v ./e2e/
 
 bench:
 	@pkgs="$(UNIT_PKGS)"; if [ -z "$$pkgs" ]; then echo "bench: no packages"; exit 0; fi; \
