@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -61,7 +63,8 @@ func startChaosCluster(t *testing.T, cn chaosNet, n int) []*Broker {
 		cfg := filepath.Join(dir, "server.properties")
 		switch kind {
 		case "ringbroker":
-			props = append(props, "metrics.listen="+cn.MetricsAddr(i), "metadata.snapshot.interval.entries=64")
+			props = append(props, "metrics.listen="+cn.MetricsAddr(i), "pprof.listen="+cn.PprofAddr(i),
+				"metadata.snapshot.interval.entries=64")
 			writeFile(t, cfg, strings.Join(props, "\n")+"\n")
 			if out, err := exec.Command(ringbrokerBinary(), "format", "--cluster-id", cid, "--config", cfg).CombinedOutput(); err != nil {
 				t.Fatalf("ringbroker format node %d: %v\n%s", i+1, err, out)
@@ -233,6 +236,37 @@ func activeControllerOf(nodes []*Broker) (int, error) {
 		break
 	}
 	return activeController(nodes)
+}
+
+// dumpGoroutines saves every running ringbroker node's goroutine stacks (from its pprof
+// listener) under dir, named by prefix, and returns what it wrote or why not.
+func dumpGoroutines(cn chaosNet, nodes []*Broker, dir, prefix string) string {
+	if brokerKind() != "ringbroker" {
+		return "no goroutine dumps: not ringbroker"
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err.Error()
+	}
+	var out []string
+	hc := &http.Client{Timeout: 5 * time.Second}
+	for i := range nodes {
+		path := filepath.Join(dir, fmt.Sprintf("%s-node%d-goroutines.txt", prefix, i+1))
+		resp, err := hc.Get("http://" + cn.PprofAddr(i) + "/debug/pprof/goroutine?debug=2")
+		if err == nil {
+			var data []byte
+			data, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err == nil {
+				err = os.WriteFile(path, data, 0o644)
+			}
+		}
+		if err != nil {
+			out = append(out, fmt.Sprintf("node %d: %v", i+1, err))
+			continue
+		}
+		out = append(out, path)
+	}
+	return strings.Join(out, ", ")
 }
 
 // keepLogs copies every node's full log under dir, for a failed run to be read at leisure

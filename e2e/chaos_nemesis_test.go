@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -50,6 +51,8 @@ type nemesis struct {
 	topics []string
 	rf     int
 	log    []fault
+	// diagDir receives goroutine dumps of the nodes when the ISR does not fill after a heal.
+	diagDir string
 }
 
 func (nm *nemesis) kinds() []string {
@@ -126,7 +129,8 @@ func (nm *nemesis) run(count int) {
 		}
 		f.at = time.Now()
 		b := nm.nodes[f.node]
-		t.Logf("fault %d/%d: %s node %d (%s; %s) for %v", n, count, f.kind, f.node+1, f.role, f.detail, f.pause.Round(time.Millisecond))
+		t.Logf("%s fault %d/%d: %s node %d (%s; %s) for %v", f.at.UTC().Format("15:04:05.000"), n, count, f.kind, f.node+1, f.role,
+			f.detail, f.pause.Round(time.Millisecond))
 		nm.log = append(nm.log, f)
 		switch f.kind {
 		case faultKill:
@@ -167,10 +171,29 @@ func (nm *nemesis) run(count int) {
 			time.Sleep(100 * time.Millisecond)
 		}
 		if err != nil {
-			t.Logf("fault %d: ISR not full %v after the heal, going on: %v", n, settleTimeout, err)
+			t.Logf("%s fault %d: ISR not full %v after the heal, going on: %v\n%s  goroutines: %s", time.Now().UTC().Format("15:04:05.000"), n,
+				settleTimeout, err, nm.views(), dumpGoroutines(nm.net, nm.nodes, nm.diagDir, fmt.Sprintf("fault%03d", n)))
 		}
 		time.Sleep(nm.between(200*time.Millisecond, time.Second))
 	}
+}
+
+// views is how each node sees the partitions, for a log line when they do not agree.
+func (nm *nemesis) views() string {
+	var b strings.Builder
+	for i, node := range nm.nodes {
+		ps, err := clusterState(node, nm.topics)
+		fmt.Fprintf(&b, "  node %d sees:", i+1)
+		if err != nil {
+			fmt.Fprintf(&b, " %v\n", err)
+			continue
+		}
+		for _, p := range ps {
+			fmt.Fprintf(&b, " %s-%d leader %d isr %v;", p.topic, p.partition, p.leader, p.isr)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }
 
 // byKind counts the faults of each kind and of each role.

@@ -23,8 +23,9 @@ type chaosNet interface {
 	Listen(i int) (host string, client, controller int)
 	// Advertised is the client and controller address other nodes and clients dial.
 	Advertised(i int) (client, controller string)
-	// MetricsAddr is where a node's metrics listener binds.
+	// MetricsAddr and PprofAddr are where a node's metrics and pprof listeners bind.
 	MetricsAddr(i int) string
+	PprofAddr(i int) string
 	// Wrap turns a node's argv into the one that starts it in its place on the network.
 	Wrap(i int, argv []string) []string
 	// CutKinds lists the network faults this network can inject.
@@ -93,6 +94,7 @@ const (
 	netnsClientPort     = 9092
 	netnsControllerPort = 9093
 	netnsMetricsPort    = 9644
+	netnsPprofPort      = 6060
 )
 
 func newNetnsNet(t *testing.T, n int) (*netnsNet, error) {
@@ -173,6 +175,10 @@ func (nn *netnsNet) Advertised(i int) (string, string) {
 
 func (nn *netnsNet) MetricsAddr(i int) string {
 	return net.JoinHostPort(nn.ip(i), fmt.Sprint(netnsMetricsPort))
+}
+
+func (nn *netnsNet) PprofAddr(i int) string {
+	return net.JoinHostPort(nn.ip(i), fmt.Sprint(netnsPprofPort))
 }
 
 // Wrap runs the node with `ip netns exec`, which execs it, so the process is the node's own.
@@ -264,6 +270,7 @@ type proxyNet struct {
 	client  []*chaosProxy
 	control []*chaosProxy
 	metrics []string
+	pprof   []string
 }
 
 func newProxyNet(t *testing.T, n int) *proxyNet {
@@ -278,6 +285,7 @@ func newProxyNet(t *testing.T, n int) *proxyNet {
 		pn.client = append(pn.client, startChaosProxy(t, host, freePortOn(t, host)))
 		pn.control = append(pn.control, startChaosProxy(t, host, freePortOn(t, host)))
 		pn.metrics = append(pn.metrics, net.JoinHostPort(host, fmt.Sprint(freePortOn(t, host))))
+		pn.pprof = append(pn.pprof, net.JoinHostPort(host, fmt.Sprint(freePortOn(t, host))))
 	}
 	return pn
 }
@@ -297,6 +305,8 @@ func (pn *proxyNet) Advertised(i int) (string, string) {
 }
 
 func (pn *proxyNet) MetricsAddr(i int) string { return pn.metrics[i] }
+
+func (pn *proxyNet) PprofAddr(i int) string { return pn.pprof[i] }
 
 func (pn *proxyNet) Wrap(_ int, argv []string) []string { return argv }
 

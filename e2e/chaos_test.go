@@ -10,7 +10,8 @@ package e2e
 //
 // CHAOS_FAULTS sets the number of faults (default 20, the short run `go test ./e2e/` does;
 // `make chaos` runs 200), CHAOS_SEED repeats a run's choices, CHAOS_NET=proxy forces the
-// loopback-proxy network instead of namespaces.
+// loopback-proxy network instead of namespaces, CHAOS_KEEP_LOGS=1 keeps the nodes' logs of a
+// run that passed.
 
 import (
 	"context"
@@ -20,6 +21,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,9 +68,10 @@ func TestChaos(t *testing.T) {
 	cn := newChaosNet(t, chaosNodes)
 	t.Logf("chaos network: %s", cn.Mode())
 	nodes := startChaosCluster(t, cn, chaosNodes)
+	diagDir := filepath.Join(os.TempDir(), fmt.Sprintf("ringbroker-chaos-%d", seed))
 	t.Cleanup(func() {
-		if t.Failed() {
-			keepLogs(t, nodes, filepath.Join(os.TempDir(), fmt.Sprintf("ringbroker-chaos-%d", seed)))
+		if t.Failed() || os.Getenv("CHAOS_KEEP_LOGS") != "" {
+			keepLogs(t, nodes, diagDir)
 		}
 	})
 	topics := map[string]int32{chaosKgoTopic: chaosKgoParts, chaosJavaTopic: chaosJavaParts}
@@ -89,26 +92,24 @@ func TestChaos(t *testing.T) {
 	testutil.WaitFor(t, clusterTimeout, func() error { return fullISR(nodes[0], names, chaosRF) })
 
 	h := newHistory()
+	// The workload stops before the nodes do, also when the test stops early, so nothing
+	// of it runs or logs after the test.
 	stopProduce, stopConsume := make(chan struct{}), make(chan struct{})
-	done := make(chan struct{})
-	running := 0
+	var produceOnce, consumeOnce sync.Once
+	var producers, consumers sync.WaitGroup
+	endProduce := func() { produceOnce.Do(func() { close(stopProduce) }); producers.Wait() }
+	endConsume := func() { consumeOnce.Do(func() { close(stopConsume) }); consumers.Wait() }
+	t.Cleanup(func() { endProduce(); endConsume() })
+	javaCmd, javaStderr := javaProducerCmd(t, nodes, chaosJavaTopic, 2*chaosRate)
 	h.start = time.Now()
 	for i := range chaosProducers {
-		running++
-		go func() {
-			defer func() { done <- struct{}{} }()
+		producers.Go(func() {
 			kgoProducer(h, nodes, fmt.Sprintf("k%d", i+1), chaosKgoTopic, chaosKgoParts, chaosRate, stopProduce, t.Logf)
-		}()
+		})
 	}
-	javaDone := make(chan struct{})
-	javaCmd, javaStderr := javaProducerCmd(t, nodes, chaosJavaTopic, 2*chaosRate)
-	go javaProducer(h, javaCmd, javaStderr, chaosJavaTopic, stopProduce, javaDone)
-	consumersDone := make(chan struct{}, chaosConsumers)
+	producers.Go(func() { javaProducer(h, javaCmd, javaStderr, chaosJavaTopic, stopProduce) })
 	for i := range chaosConsumers {
-		go func() {
-			defer func() { consumersDone <- struct{}{} }()
-			consume(h, nodes, fmt.Sprintf("c%d", i+1), topics, stopConsume, t.Logf)
-		}()
+		consumers.Go(func() { consume(h, nodes, fmt.Sprintf("c%d", i+1), topics, stopConsume, t.Logf) })
 	}
 	// A quiet start: every producer has acks before the first fault.
 	testutil.WaitFor(t, 2*time.Minute, func() error {
@@ -122,7 +123,7 @@ func TestChaos(t *testing.T) {
 	})
 
 	nm := &nemesis{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), nodes: nodes, net: cn,
-		topics: names, rf: chaosRF}
+		topics: names, rf: chaosRF, diagDir: diagDir}
 	faultsBegan := time.Now()
 	nm.run(faults)
 	t.Logf("%d faults in %v; healed, waiting for every ISR to be full", faults, time.Since(faultsBegan).Round(time.Second))
@@ -140,11 +141,7 @@ func TestChaos(t *testing.T) {
 	h.mu.Lock()
 	h.stop = time.Now()
 	h.mu.Unlock()
-	close(stopProduce)
-	for range running {
-		<-done
-	}
-	<-javaDone
+	endProduce()
 	// The consumers read on until they have caught up with the last acks, bounded.
 	caughtUp := func() error {
 		h.mu.Lock()
@@ -167,10 +164,7 @@ func TestChaos(t *testing.T) {
 	if err := caughtUp(); err != nil {
 		t.Logf("consumers stopped before catching up: %v", err)
 	}
-	close(stopConsume)
-	for range chaosConsumers {
-		<-consumersDone
-	}
+	endConsume()
 
 	var vs []*verdict
 	for _, tp := range names {

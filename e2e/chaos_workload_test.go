@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -69,9 +70,11 @@ func (h *history) problem(format string, args ...any) {
 	h.mu.Unlock()
 }
 
-// kgoProducer writes values "<id>-<seq>" round-robin over the partitions of topic with an
-// idempotent acks=all franz-go client, at most window records in flight, paced to rate per
-// second, until stop is closed; then it flushes and records what never got an answer.
+// kgoProducer writes values "<id>-<seq>" to every partition of topic with one idempotent
+// acks=all franz-go client: a sender per partition, each paced to rate/partitions records per
+// second with at most window records in flight, so a partition that is down stalls only its
+// own sender. The sequence is shared, so it rises along each partition. Once stop is closed
+// it flushes and records what never got an answer.
 func kgoProducer(h *history, nodes []*Broker, id, topic string, partitions int32, rate int, stop <-chan struct{}, logf func(string, ...any)) {
 	cl, err := chaosClient(nodes,
 		kgo.RequiredAcks(kgo.AllISRAcks()),
@@ -85,40 +88,49 @@ func kgoProducer(h *history, nodes []*Broker, id, topic string, partitions int32
 		return
 	}
 	defer cl.Close()
-	const window = 64
-	sem := make(chan struct{}, window)
-	tick := time.NewTicker(time.Second / time.Duration(rate))
-	defer tick.Stop()
-	var errLog sync.Once
-	for seq := int64(0); ; seq++ {
-		select {
-		case <-stop:
-			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-			if err := cl.Flush(ctx); err != nil {
-				h.problem("producer %s: flush after the workload: %v (records still unanswered)", id, err)
+	const window = 16
+	var (
+		seq    atomic.Int64
+		errLog sync.Once
+		wg     sync.WaitGroup
+	)
+	for p := range partitions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem := make(chan struct{}, window)
+			tick := time.NewTicker(time.Second * time.Duration(partitions) / time.Duration(rate))
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+				select {
+				case sem <- struct{}{}:
+				case <-stop:
+					return
+				}
+				v := fmt.Sprintf("%s-%d", id, seq.Add(1)-1)
+				h.addSent(topic)
+				cl.Produce(context.Background(), &kgo.Record{Topic: topic, Partition: p, Value: []byte(v)}, func(r *kgo.Record, err error) {
+					defer func() { <-sem }()
+					if err != nil {
+						h.addFailed(topic)
+						errLog.Do(func() { logf("producer %s: first failed send %s: %v", id, v, err) })
+						return
+					}
+					h.addAck(topic, ack{producer: id, seq: seqOf(v), value: v, partition: r.Partition, offset: r.Offset, at: time.Now()})
+				})
 			}
-			cancel()
-			return
-		case <-tick.C:
-		}
-		select {
-		case sem <- struct{}{}:
-		case <-stop:
-			seq--
-			continue
-		}
-		v := fmt.Sprintf("%s-%d", id, seq)
-		r := &kgo.Record{Topic: topic, Partition: int32(seq % int64(partitions)), Value: []byte(v)}
-		h.addSent(topic)
-		cl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
-			defer func() { <-sem }()
-			if err != nil {
-				h.addFailed(topic)
-				errLog.Do(func() { logf("producer %s: first failed send %s: %v", id, v, err) })
-				return
-			}
-			h.addAck(topic, ack{producer: id, seq: seqOf(v), value: v, partition: r.Partition, offset: r.Offset, at: time.Now()})
-		})
+		}()
+	}
+	wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := cl.Flush(ctx); err != nil {
+		h.problem("producer %s: flush after the workload: %v (records still unanswered)", id, err)
 	}
 }
 
@@ -165,8 +177,7 @@ func javaProducerCmd(t *testing.T, nodes []*Broker, topic string, rate int) (*ex
 // javaProducer runs cmd (from javaProducerCmd) until stop is closed, then sends it SIGTERM;
 // its shutdown hook closes the producer, which waits for every outstanding send. Each
 // producer_send_success line is an ack.
-func javaProducer(h *history, cmd *exec.Cmd, stderrPath, topic string, stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
+func javaProducer(h *history, cmd *exec.Cmd, stderrPath, topic string, stop <-chan struct{}) {
 	stderr, err := os.Create(stderrPath)
 	if err != nil {
 		h.problem("java producer: %v", err)
