@@ -174,7 +174,9 @@ func testRunStallShowsInLatency(t *testing.T, b *brokertest.Broker) {
 	if res.Publish.Errors != 0 || res.Publish.Records != 750 {
 		t.Fatalf("publish records/errors = %d/%d, want 750/0", res.Publish.Records, res.Publish.Errors)
 	}
-	if got := res.Publish.Latency.MaxMs; got < float64(stall.Milliseconds()) {
+	// The latency histogram keeps three significant digits: a max recorded at the stall may
+	// read up to 0.1 % below it.
+	if got := res.Publish.Latency.MaxMs; got < 0.99*float64(stall.Milliseconds()) {
 		t.Fatalf("publish max %v ms, want >= the %v stall", got, stall)
 	}
 	// About stall*rate records waited behind the stall: well over 1 % of 750.
