@@ -6,11 +6,14 @@ package broker
 // cleanup.policy), validated like CreateTopics, committed as Config records in the metadata log.
 // validate_only checks without committing. Once committed, the new configuration is applied to
 // the topic's open logs (retention, segment, flush and group-commit settings take effect live).
-// Dynamic broker configs are not supported yet and are refused with INVALID_REQUEST.
+// Dynamic broker configs are not supported yet: setting one is refused with INVALID_REQUEST;
+// deleting one succeeds and changes nothing, as none is ever set (kafka-reassign-partitions
+// clears the replication throttles this way after every reassignment).
 //
 // Version notes: v1 is flexible.
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -52,7 +55,9 @@ func handleIncrementalAlterConfigs(b *Broker, rc *reqCtx, r kmsg.Request) {
 func (b *Broker) alterTopicConfigs(res kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool) (*kerr.Error, string) {
 	switch kmsg.ConfigResourceType(res.ResourceType) {
 	case kmsg.ConfigResourceTypeTopic:
-	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
+	case kmsg.ConfigResourceTypeBroker:
+		return deleteBrokerConfigs(res)
+	case kmsg.ConfigResourceTypeBrokerLogger:
 		return kerr.InvalidRequest, "dynamic broker configs are not supported by ringbroker yet; set them in server.properties or with --override"
 	default:
 		return kerr.InvalidRequest, "unsupported resource type"
@@ -130,6 +135,30 @@ func (b *Broker) alterTopicConfigs(res kmsg.IncrementalAlterConfigsRequestResour
 		return kerr.UnknownServerError, err.Error()
 	}
 	b.applyTopicLogConfig(t.Name)
+	return nil, ""
+}
+
+// replicationThrottleKeys are Kafka's dynamic broker configs of replication quotas, which
+// ringbroker does not have (see deleteBrokerConfigs).
+var replicationThrottleKeys = []string{"leader.replication.throttled.rate", "follower.replication.throttled.rate",
+	"replica.alter.log.dirs.io.max.bytes.per.second"}
+
+// deleteBrokerConfigs answers a broker resource's operations. With no dynamic broker config
+// ever set, deleting a known key is done already; any other operation is refused.
+func deleteBrokerConfigs(res kmsg.IncrementalAlterConfigsRequestResource) (*kerr.Error, string) {
+	if res.ResourceName != "" {
+		if _, err := strconv.ParseInt(res.ResourceName, 10, 32); err != nil {
+			return kerr.InvalidRequest, "Invalid broker id " + res.ResourceName
+		}
+	}
+	for _, c := range res.Configs {
+		if c.Op != opDelete {
+			return kerr.InvalidRequest, "dynamic broker configs are not supported by ringbroker yet; set them in server.properties or with --override"
+		}
+		if _, ok := lookupBrokerConfig(c.Name); !ok && !contains(replicationThrottleKeys, c.Name) {
+			return kerr.InvalidConfig, "Unknown broker config name: " + c.Name
+		}
+	}
 	return nil, ""
 }
 

@@ -46,6 +46,8 @@ func servedAPIs() []*api {
 		describeConfigsAPI,
 		createPartitionsAPI,
 		incrementalAlterConfigsAPI,
+		alterPartitionReassignmentsAPI,
+		listPartitionReassignmentsAPI,
 		describeClusterAPI,
 		describeTopicPartitionsAPI,
 	}

@@ -42,12 +42,14 @@ func (b *Broker) controllerLoop() {
 			if err := b.loadOffsetsPartitions(); err != nil {
 				b.logger.Error("load offsets partitions", "err", err)
 			}
+			b.completeReassignments()
 		case <-hb.C:
 			if b.cfg.hasRole("broker") {
 				go b.heartbeat()
 			}
 		case <-check.C:
 			b.controllerCheck(c, time.Now())
+			b.completeReassignments()
 		case sus := <-b.meta.Suspects():
 			b.probeSuspect(c, sus)
 		case res := <-c.probed:

@@ -99,12 +99,18 @@ func (p *partition) applyState(st *replicaState, self int32, now time.Time) ([]h
 				return nil, err
 			}
 			p.repl.followers = map[int32]*followerProgress{}
-			for _, r := range st.replicas {
-				if r != self {
-					// Kafka starts the ISR's followers as caught up at the election, so they get a
-					// full replica.lag.time.max.ms to show up.
-					p.repl.followers[r] = &followerProgress{leo: -1, lastCaughtUp: now, lastFetchLeaderLEO: -1}
-				}
+		}
+		// Kafka starts the ISR's followers as caught up at the election, so they get a full
+		// replica.lag.time.max.ms to show up; replicas a reassignment adds start the same way,
+		// and the ones it removed are forgotten.
+		for _, r := range st.replicas {
+			if _, ok := p.repl.followers[r]; !ok && r != self {
+				p.repl.followers[r] = &followerProgress{leo: -1, lastCaughtUp: now, lastFetchLeaderLEO: -1}
+			}
+		}
+		for r := range p.repl.followers {
+			if !slices.Contains(st.replicas, r) {
+				delete(p.repl.followers, r)
 			}
 		}
 		if p.repl.pendingISR != nil && (old == nil || old.partitionEpoch != st.partitionEpoch) {

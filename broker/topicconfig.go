@@ -16,6 +16,8 @@ type topicConfigDef struct {
 	allowed   []string
 	// dflt gives the default; nil means the current value of brokerKey (brokerConfigDefs).
 	dflt func(c *Config) string
+	// check, when set, validates a value beyond its kind.
+	check func(val string) error
 }
 
 // defaultValue is the value of the config for a topic without an override.
@@ -46,7 +48,9 @@ var topicConfigDefs = []topicConfigDef{
 		return strconv.FormatInt(c.FlushInterval.Milliseconds(), 10)
 	}},
 	{name: "flush.group.commit", brokerKey: "log.flush.group.commit", kind: kindBool},
+	{name: "follower.replication.throttled.replicas", kind: kindList, dflt: constDefault(""), check: checkThrottledReplicas},
 	{name: "index.interval.bytes", brokerKey: "log.index.interval.bytes", kind: kindInt},
+	{name: "leader.replication.throttled.replicas", kind: kindList, dflt: constDefault(""), check: checkThrottledReplicas},
 	{name: "local.retention.bytes", brokerKey: "log.local.retention.bytes", kind: kindLong, min: -2, dflt: constDefault("-2")},
 	{name: "local.retention.ms", brokerKey: "log.local.retention.ms", kind: kindLong, min: -2, dflt: constDefault("-2")},
 	{name: "max.compaction.lag.ms", brokerKey: "log.cleaner.max.compaction.lag.ms", kind: kindLong, min: 1, dflt: constDefault("9223372036854775807")},
@@ -114,6 +118,31 @@ func validateTopicConfig(name, val string) error {
 			if len(d.allowed) > 0 && !contains(d.allowed, strings.TrimSpace(it)) {
 				return fmt.Errorf("invalid value %s for configuration %s: string must be one of: %s", val, name, strings.Join(d.allowed, ", "))
 			}
+		}
+	}
+	if d.check != nil {
+		if err := d.check(val); err != nil {
+			return fmt.Errorf("invalid value %s for configuration %s: %w", val, name, err)
+		}
+	}
+	return nil
+}
+
+// checkThrottledReplicas validates a {leader,follower}.replication.throttled.replicas value as
+// Kafka's ThrottledReplicaListValidator: empty, "*", or partition:broker pairs. ringbroker
+// takes these topic configs but has no replication throttle rate to apply them with, which in
+// Kafka too leaves them without effect (the broker rates are unbounded unless set).
+func checkThrottledReplicas(val string) error {
+	items := splitList(val)
+	if len(items) == 1 && items[0] == "*" {
+		return nil
+	}
+	for _, it := range items {
+		p, b, ok := strings.Cut(it, ":")
+		_, perr := strconv.ParseInt(strings.TrimSpace(p), 10, 32)
+		_, berr := strconv.ParseInt(strings.TrimSpace(b), 10, 32)
+		if !ok || perr != nil || berr != nil {
+			return fmt.Errorf("must be the literal '*' or a list of replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],...")
 		}
 	}
 	return nil

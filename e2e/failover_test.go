@@ -38,43 +38,8 @@ func TestKillFailover(t *testing.T) {
 	const topic = "failover"
 	addrs, adm := replicatedTopic(ctx, t, nodes, topic, 1)
 
-	prod, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic),
-		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordRetries(1<<30), kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond }),
-		// franz-go refreshes metadata at most every 5 s by default, which would be most of
-		// what is measured; the Java client refreshes after retry.backoff.ms (100 ms).
-		kgo.MetadataMinAge(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
-	var mu sync.Mutex
-	var acked []int64 // ack times in unix nanoseconds, by value
-	stop := make(chan struct{})
-	produced := make(chan error, 1)
-	go func() {
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				produced <- nil
-				return
-			default:
-			}
-			if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte(strconv.Itoa(i))}).FirstErr(); err != nil {
-				produced <- fmt.Errorf("produce %d: %w", i, err)
-				return
-			}
-			mu.Lock()
-			acked = append(acked, time.Now().UnixNano())
-			mu.Unlock()
-		}
-	}()
-	// acksSince returns the ack times at and after at.
-	acksSince := func(at time.Time) []int64 {
-		mu.Lock()
-		defer mu.Unlock()
-		i, _ := slices.BinarySearch(acked, at.UnixNano())
-		return slices.Clone(acked[i:])
-	}
+	prod := startAckedProducer(ctx, t, addrs, topic)
+	acksSince := prod.since
 	// longestGap is the longest time between two acks.
 	longestGap := func(ts []int64) time.Duration {
 		var g int64
@@ -121,10 +86,7 @@ func TestKillFailover(t *testing.T) {
 		victim.Restart()
 		waitISR(ctx, t, adm, topic, 3)
 	}
-	close(stop)
-	if err := <-produced; err != nil {
-		t.Fatal(err)
-	}
+	n := prod.finish(t)
 	for _, leader := range []bool{true, false} {
 		g := gaps[leader]
 		slices.Sort(g)
@@ -132,10 +94,75 @@ func TestKillFailover(t *testing.T) {
 		t.Logf("%s kill at default settings, %d rounds: longest time without an ack: median %v, max %v", what, len(g), g[len(g)/2].Round(time.Millisecond), g[len(g)-1].Round(time.Millisecond))
 	}
 
-	mu.Lock()
-	n := len(acked)
-	mu.Unlock()
 	checkReadBackInOrder(ctx, t, addrs, topic, n)
+}
+
+// ackedProducer writes the values 0, 1, 2, ... to partition 0 of a topic, one idempotent
+// acks=all record at a time, retrying through failovers, and keeps when each was acknowledged.
+type ackedProducer struct {
+	mu    sync.Mutex
+	acked []int64 // ack times in unix nanoseconds, by value
+	stop  chan struct{}
+	done  chan error
+}
+
+// startAckedProducer starts an ackedProducer on topic; finish stops it.
+func startAckedProducer(ctx context.Context, t *testing.T, addrs []string, topic string) *ackedProducer {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordRetries(1<<30), kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond }),
+		// franz-go refreshes metadata at most every 5 s by default, which would be most of
+		// what is measured; the Java client refreshes after retry.backoff.ms (100 ms).
+		kgo.MetadataMinAge(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	p := &ackedProducer{stop: make(chan struct{}), done: make(chan error, 1)}
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-p.stop:
+				p.done <- nil
+				return
+			default:
+			}
+			if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(strconv.Itoa(i))}).FirstErr(); err != nil {
+				p.done <- fmt.Errorf("produce %d: %w", i, err)
+				return
+			}
+			p.mu.Lock()
+			p.acked = append(p.acked, time.Now().UnixNano())
+			p.mu.Unlock()
+		}
+	}()
+	return p
+}
+
+// since returns the ack times at and after at.
+func (p *ackedProducer) since(at time.Time) []int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	i, _ := slices.BinarySearch(p.acked, at.UnixNano())
+	return slices.Clone(p.acked[i:])
+}
+
+// count is how many records were acknowledged so far.
+func (p *ackedProducer) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.acked)
+}
+
+// finish stops the producer, fails the test if a write failed, and returns how many records
+// were acknowledged: the values 0 to that count - 1.
+func (p *ackedProducer) finish(t *testing.T) int {
+	t.Helper()
+	close(p.stop)
+	if err := <-p.done; err != nil {
+		t.Fatal(err)
+	}
+	return p.count()
 }
 
 // replicatedTopic creates topic with RF 3, min.insync.replicas=2 and the partitions on the

@@ -3,6 +3,7 @@ package meta
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -68,13 +69,39 @@ type Partition struct {
 	PartitionEpoch int32 `json:",omitempty"`
 	Replicas       []int32
 	ISR            []int32
+	// AddingReplicas and RemovingReplicas are set while a reassignment moves the partition
+	// (KIP-455): Replicas is the target replicas followed by the removing ones, and the
+	// adding ones are catching up. Both are empty otherwise.
+	AddingReplicas   []int32 `json:",omitempty"`
+	RemovingReplicas []int32 `json:",omitempty"`
 }
 
 // Next returns the record that changes p to leader, leaderEpoch and isr, one partition epoch
-// later.
+// later, keeping its replicas and any reassignment in progress.
 func (p Partition) Next(topic UUID, leader, leaderEpoch int32, isr []int32) Record {
 	return Record{Type: TypePartition, TopicID: topic, Partition: p.Index, Replicas: p.Replicas,
-		ISR: isr, Leader: leader, LeaderEpoch: leaderEpoch, PartitionEpoch: p.PartitionEpoch + 1}
+		ISR: isr, Leader: leader, LeaderEpoch: leaderEpoch, PartitionEpoch: p.PartitionEpoch + 1,
+		AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas}
+}
+
+// Reassigning reports whether a reassignment of the partition is in progress.
+func (p Partition) Reassigning() bool {
+	return len(p.AddingReplicas) > 0 || len(p.RemovingReplicas) > 0
+}
+
+// TargetReplicas returns the replicas the partition has once its reassignment, if any, is
+// complete: Replicas without the removing ones.
+func (p Partition) TargetReplicas() []int32 {
+	if len(p.RemovingReplicas) == 0 {
+		return p.Replicas
+	}
+	out := make([]int32, 0, len(p.Replicas))
+	for _, r := range p.Replicas {
+		if !slices.Contains(p.RemovingReplicas, r) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // InISR reports whether node is in the partition's in-sync replica set.
@@ -178,7 +205,14 @@ func (im *Image) Apply(offset int64, recs []Record) (*Image, error) {
 				return nil, fmt.Errorf("record %d: %w", i, err)
 			}
 			p := Partition{Index: r.Partition, Leader: r.Leader, LeaderEpoch: r.LeaderEpoch, PartitionEpoch: r.PartitionEpoch,
-				Replicas: append([]int32(nil), r.Replicas...), ISR: append([]int32(nil), r.ISR...)}
+				Replicas: append([]int32(nil), r.Replicas...), ISR: append([]int32(nil), r.ISR...),
+				AddingReplicas: slices.Clone(r.AddingReplicas), RemovingReplicas: slices.Clone(r.RemovingReplicas)}
+			for _, n := range append(slices.Clone(p.AddingReplicas), p.RemovingReplicas...) {
+				if !slices.Contains(p.Replicas, n) || (slices.Contains(p.AddingReplicas, n) && slices.Contains(p.RemovingReplicas, n)) {
+					return nil, fmt.Errorf("record %d: partition %d of %q: replicas %v, adding %v, removing %v: broker %d is not a replica or both adding and removing",
+						i, r.Partition, t.Name, p.Replicas, p.AddingReplicas, p.RemovingReplicas, n)
+				}
+			}
 			switch {
 			case int(r.Partition) == len(t.Partitions):
 				t.Partitions = append(t.Partitions, p)

@@ -46,6 +46,11 @@ type Record struct {
 	// INVALID_UPDATE_VERSION). Logs written before partition epochs carry 0 on changes too,
 	// which is taken as the next epoch.
 	PartitionEpoch int32 `json:"partition_epoch,omitempty"`
+	// AddingReplicas and RemovingReplicas describe a reassignment in progress (KIP-455, as in
+	// KRaft's PartitionRecord): Replicas holds both the target replicas and the ones leaving;
+	// the adding ones catch up, then a record without either list completes the move.
+	AddingReplicas   []int32 `json:"adding_replicas,omitempty"`
+	RemovingReplicas []int32 `json:"removing_replicas,omitempty"`
 
 	// Config: a topic config key set to Value, or removed when Value is nil.
 	ConfigKey   string  `json:"config_key,omitempty"`
