@@ -44,6 +44,7 @@ func servedAPIs() []*api {
 		initProducerIDAPI,
 		offsetForLeaderEpochAPI,
 		describeConfigsAPI,
+		describeLogDirsAPI,
 		createPartitionsAPI,
 		incrementalAlterConfigsAPI,
 		alterPartitionReassignmentsAPI,

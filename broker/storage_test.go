@@ -289,23 +289,31 @@ func rawProduce(t *testing.T, b *Broker, cl *kgo.Client, topic string, batch []b
 	return resp.Topics[0].Partitions[0]
 }
 
+// mountTmpfs mounts a tmpfs of size bytes in a temp dir for the test and returns its path; it
+// needs root, as `make test` has.
+func mountTmpfs(t *testing.T, size int64) string {
+	t.Helper()
+	mnt := filepath.Join(t.TempDir(), "small")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, fmt.Sprintf("size=%d", size)); err != nil {
+		t.Fatalf("mount a %d-byte tmpfs at %s (needs root, as `make test` does): %v", size, mnt, err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(mnt, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", mnt, err)
+		}
+	})
+	return mnt
+}
+
 // TestDiskFull runs the broker on a small tmpfs and fills it: the produce that does not fit
 // fails with KAFKA_STORAGE_ERROR, everything acknowledged before stays readable and CRC-valid,
 // the broker keeps serving, and once space is freed produce continues at the next offset.
 func TestDiskFull(t *testing.T) {
 	forBackends(t, func(t *testing.T, io string) {
-		mnt := filepath.Join(t.TempDir(), "small")
-		if err := os.Mkdir(mnt, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=8m"); err != nil {
-			t.Fatalf("mount an 8 MiB tmpfs at %s (needs root, as `make test` does): %v", mnt, err)
-		}
-		t.Cleanup(func() {
-			if err := unix.Unmount(mnt, unix.MNT_DETACH); err != nil {
-				t.Errorf("unmount %s: %v", mnt, err)
-			}
-		})
+		mnt := mountTmpfs(t, 8<<20)
 		b := startBroker(t, io, filepath.Join(mnt, "data"))
 		cl := newClient(t, b, kgo.RequestRetries(0))
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

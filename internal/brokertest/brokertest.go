@@ -1,6 +1,7 @@
 // Package brokertest starts real ringbroker processes for the tests that need one: the load
 // generator's (bench, cmd/ringbench), tested against the broker they are built to measure, and
-// the end-to-end suite (e2e), which also uses its readiness check, free ports and log tails.
+// the end-to-end suite (e2e), which also uses its readiness check, free ports and log tails, and
+// with the broker's own tests its reading of partition sizes from disk.
 // Everything runs over real sockets and files, not against a stand-in. Build compiles
 // ./cmd/ringbroker into a temp directory; Start runs it on a free loopback port with a temp log
 // directory and no metrics endpoint.
@@ -211,4 +212,23 @@ func TailFile(path string, n int64) string {
 		return fmt.Sprintf("(read %s: %v)", path, err)
 	}
 	return string(buf)
+}
+
+// SegmentBytes sums the sizes of the segment files (*.log) in a partition directory, 0 when it
+// has none: the partition size Kafka's DescribeLogDirs reports, read from disk.
+func SegmentBytes(t testing.TB, partitionDir string) int64 {
+	t.Helper()
+	logs, err := filepath.Glob(filepath.Join(partitionDir, "*.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, f := range logs {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatalf("size of segment %s: %v", f, err)
+		}
+		n += fi.Size()
+	}
+	return n
 }
