@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -17,7 +16,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"ringbroker/internal/brokertest"
 	"ringbroker/internal/testutil"
 )
 
@@ -59,46 +57,10 @@ func startChaosCluster(t *testing.T, cn chaosNet, n int) []*Broker {
 			"replica.fetch.backoff.ms=200",
 			"group.initial.rebalance.delay.ms=0",
 		}
-		b := &Broker{t: t, kind: kind, addr: adv, dir: dir, log: filepath.Join(dir, "broker.log")}
-		cfg := filepath.Join(dir, "server.properties")
-		switch kind {
-		case "ringbroker":
-			props = append(props, "metrics.listen="+cn.MetricsAddr(i), "pprof.listen="+cn.PprofAddr(i),
-				"metadata.snapshot.interval.entries=64")
-			writeFile(t, cfg, strings.Join(props, "\n")+"\n")
-			if out, err := exec.Command(ringbrokerBinary(), "format", "--cluster-id", cid, "--config", cfg).CombinedOutput(); err != nil {
-				t.Fatalf("ringbroker format node %d: %v\n%s", i+1, err, out)
-			}
-			b.argv = cn.Wrap(i, []string{ringbrokerBinary(), "--config", cfg})
-			b.cleanExit = func(code int) bool { return code == 0 }
-		case "kafka":
-			props = append(props,
-				"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-				"inter.broker.listener.name=PLAINTEXT",
-				"offsets.topic.replication.factor=3",
-				"transaction.state.log.replication.factor=3",
-				"transaction.state.log.min.isr=2",
-				"share.coordinator.state.topic.replication.factor=3",
-				"share.coordinator.state.topic.min.isr=2",
-				"controller.quorum.election.timeout.ms=1000",
-				"controller.quorum.fetch.timeout.ms=2000",
-			)
-			writeFile(t, cfg, strings.Join(props, "\n")+"\n")
-			runJava(t, "kafka.tools.StorageTool", "format", "-t", cid, "-c", cfg)
-			log4j := filepath.Join(dir, "log4j2.properties")
-			writeFile(t, log4j, log4jConfig("info", "SYSTEM_OUT"))
-			b.argv = cn.Wrap(i, []string{"java", "-Xms128m", "-Xmx512m", "-XX:+UseG1GC",
-				"-Dlog4j2.configurationFile=" + log4j, "-cp", kafkaClasspath(t), "kafka.Kafka", cfg})
-			b.cleanExit = func(code int) bool { return code == 0 || code == 143 }
-		default:
-			t.Fatalf("%s=%q: want ringbroker or kafka", envBroker, kind)
-		}
-		t.Cleanup(func() {
-			b.Kill()
-			if t.Failed() {
-				t.Logf("node %d log %s (tail):\n%s", i+1, b.log, brokertest.TailFile(b.log, logTailBytes))
-			}
-		})
+		ringOnly := []string{"metrics.listen=" + cn.MetricsAddr(i), "pprof.listen=" + cn.PprofAddr(i),
+			"metadata.snapshot.interval.entries=64"}
+		kafkaOnly := []string{"controller.quorum.election.timeout.ms=1000", "controller.quorum.fetch.timeout.ms=2000"}
+		b := clusterNode(t, kind, i, cid, dir, adv, props, ringOnly, kafkaOnly, func(argv []string) []string { return cn.Wrap(i, argv) })
 		b.startProcess()
 		nodes[i] = b
 	}

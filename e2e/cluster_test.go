@@ -22,8 +22,9 @@ import (
 // clusterTimeout bounds each wait of the cluster test (elections, fencing, catch-up).
 const clusterTimeout = 30 * time.Second
 
-// startCluster formats and starts n ringbroker processes on loopback, all broker and
-// controller, forming one n-voter metadata quorum.
+// startCluster formats and starts n nodes on loopback, all broker and controller, forming one
+// n-voter metadata quorum: ringbroker processes, or Apache Kafka when E2E_BROKER=kafka. extra
+// keys (Kafka's names) come last and win.
 func startCluster(t *testing.T, n int, extra ...string) []*Broker {
 	t.Helper()
 	type ports struct{ client, controller, metrics int }
@@ -44,27 +45,12 @@ func startCluster(t *testing.T, n int, extra ...string) []*Broker {
 			fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", p.client, p.controller),
 			"controller.listener.names=CONTROLLER",
 			"log.dirs=" + filepath.Join(dir, "data"),
-			fmt.Sprintf("metrics.listen=127.0.0.1:%d", p.metrics),
 			"broker.heartbeat.interval.ms=500",
 			"broker.session.timeout.ms=3000",
-			"metadata.snapshot.interval.entries=4",
 			"group.initial.rebalance.delay.ms=0",
 		}
-		props = append(props, extra...)
-		cfg := filepath.Join(dir, "server.properties")
-		writeFile(t, cfg, strings.Join(props, "\n")+"\n")
-		if out, err := exec.Command(ringbrokerBinary(), "format", "--cluster-id", cid, "--config", cfg).CombinedOutput(); err != nil {
-			t.Fatalf("ringbroker format node %d: %v\n%s", i+1, err, out)
-		}
-		b := &Broker{t: t, kind: "ringbroker", addr: fmt.Sprintf("127.0.0.1:%d", p.client), dir: dir,
-			log: filepath.Join(dir, "broker.log"), argv: []string{ringbrokerBinary(), "--config", cfg},
-			cleanExit: func(code int) bool { return code == 0 }}
-		b.t.Cleanup(func() {
-			b.Kill()
-			if b.t.Failed() {
-				b.t.Logf("node %d log %s (tail):\n%s", i+1, b.log, brokertest.TailFile(b.log, logTailBytes))
-			}
-		})
+		ringOnly := []string{fmt.Sprintf("metrics.listen=127.0.0.1:%d", p.metrics), "metadata.snapshot.interval.entries=4"}
+		b := clusterNode(t, brokerKind(), i, cid, dir, fmt.Sprintf("127.0.0.1:%d", p.client), append(props, extra...), ringOnly, nil, nil)
 		b.startProcess()
 		out = append(out, b)
 	}
@@ -72,6 +58,55 @@ func startCluster(t *testing.T, n int, extra ...string) []*Broker {
 		b.waitReady()
 	}
 	return out
+}
+
+// clusterNode writes node i's server.properties in dir and formats its log dir for cluster cid,
+// like kafka-storage format, and returns the node, not started, serving clients at addr: a
+// ringbroker process with props and ringOnly, or, for kind "kafka", Apache Kafka with props,
+// the listener keys Kafka needs besides, internal topics of RF 3, and kafkaOnly. Keys later
+// in the file win. wrap, when set, wraps the command line (to run it in a network namespace).
+func clusterNode(t *testing.T, kind string, i int, cid, dir, addr string, props, ringOnly, kafkaOnly []string, wrap func([]string) []string) *Broker {
+	t.Helper()
+	if wrap == nil {
+		wrap = func(argv []string) []string { return argv }
+	}
+	b := &Broker{t: t, kind: kind, addr: addr, dir: dir, log: filepath.Join(dir, "broker.log")}
+	cfg := filepath.Join(dir, "server.properties")
+	switch kind {
+	case "ringbroker":
+		writeFile(t, cfg, strings.Join(append(ringOnly, props...), "\n")+"\n")
+		if out, err := exec.Command(ringbrokerBinary(), "format", "--cluster-id", cid, "--config", cfg).CombinedOutput(); err != nil {
+			t.Fatalf("ringbroker format node %d: %v\n%s", i+1, err, out)
+		}
+		b.argv = wrap([]string{ringbrokerBinary(), "--config", cfg})
+		b.cleanExit = func(code int) bool { return code == 0 }
+	case "kafka":
+		kafkaProps := []string{
+			"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+			"inter.broker.listener.name=PLAINTEXT",
+			"offsets.topic.replication.factor=3",
+			"transaction.state.log.replication.factor=3",
+			"transaction.state.log.min.isr=2",
+			"share.coordinator.state.topic.replication.factor=3",
+			"share.coordinator.state.topic.min.isr=2",
+		}
+		writeFile(t, cfg, strings.Join(append(append(kafkaProps, props...), kafkaOnly...), "\n")+"\n")
+		runJava(t, "kafka.tools.StorageTool", "format", "-t", cid, "-c", cfg)
+		log4j := filepath.Join(dir, "log4j2.properties")
+		writeFile(t, log4j, log4jConfig("info", "SYSTEM_OUT"))
+		b.argv = wrap([]string{"java", "-Xms128m", "-Xmx512m", "-XX:+UseG1GC",
+			"-Dlog4j2.configurationFile=" + log4j, "-cp", kafkaClasspath(t), "kafka.Kafka", cfg})
+		b.cleanExit = func(code int) bool { return code == 0 || code == 143 }
+	default:
+		t.Fatalf("%s=%q: want ringbroker or kafka", envBroker, kind)
+	}
+	t.Cleanup(func() {
+		b.Kill()
+		if t.Failed() {
+			t.Logf("node %d log %s (tail):\n%s", i+1, b.log, brokertest.TailFile(b.log, logTailBytes))
+		}
+	})
+	return b
 }
 
 // activeController returns the index of the node whose log last says it became the active

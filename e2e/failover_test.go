@@ -27,11 +27,9 @@ const failoverRounds = 6
 // the dead broker from its peers' refused connections and fences it without waiting out its
 // 9 s session: a new leader takes over, or the ISR drops the follower that acks=all would wait
 // for. The test logs how long the partition was not writable, and checks every acknowledged
-// record is read back once, in order.
+// record is read back once, in order. With E2E_BROKER=kafka it runs the same on three Apache
+// Kafka nodes, whose controller fences a killed broker after the session timeout.
 func TestKillFailover(t *testing.T) {
-	if brokerKind() != "ringbroker" {
-		t.Skip("starts a ringbroker cluster; E2E_BROKER=" + brokerKind())
-	}
 	nodes := startCluster(t, 3, "broker.heartbeat.interval.ms=2000", "broker.session.timeout.ms=9000")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -80,7 +78,7 @@ func TestKillFailover(t *testing.T) {
 		gap := longestGap(acksSince(killed.Add(-100 * time.Millisecond)))
 		gaps[round%2 == 0] = append(gaps[round%2 == 0], gap)
 		t.Logf("round %d: killed node %d (%s); longest time without an ack %v", round, kill, role, gap.Round(time.Millisecond))
-		if n := countInLogs(t, nodes, "broker refuses connections"); n <= refusedBefore {
+		if n := countInLogs(t, nodes, "broker refuses connections"); brokerKind() == "ringbroker" && n <= refusedBefore {
 			t.Fatalf("round %d: no controller fenced node %d for refusing connections", round, kill)
 		}
 		victim.Restart()

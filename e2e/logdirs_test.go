@@ -108,13 +108,11 @@ func TestLogDirsSingle(t *testing.T) {
 	})
 }
 
-// TestLogDirsCluster runs kafka-log-dirs against a 3-node ringbroker cluster with an RF 3
-// topic: every broker is listed, each holding every partition of the topic with the bytes of
-// its own segment files, which are the same on all three once replicated.
+// TestLogDirsCluster runs kafka-log-dirs against a 3-node cluster (Apache Kafka with
+// E2E_BROKER=kafka) with an RF 3 topic: every broker is listed, each holding every partition
+// of the topic with the bytes of its own segment files, which are the same on all three once
+// replicated.
 func TestLogDirsCluster(t *testing.T) {
-	if brokerKind() != "ringbroker" {
-		t.Skip("starts a ringbroker cluster; E2E_BROKER=" + brokerKind())
-	}
 	nodes := startCluster(t, 3)
 	const topic, partitions = "logdirs-rf3", 3
 	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)

@@ -19,7 +19,7 @@ import (
 )
 
 // TestReassignPartitions moves a partition with Apache Kafka's kafka-reassign-partitions on a
-// 4-node ringbroker cluster while an idempotent acks=all producer writes to it. A move to a
+// 4-node cluster (Apache Kafka with E2E_BROKER=kafka) while an idempotent acks=all producer writes to it. A move to a
 // killed broker stays in progress (--list and --verify show it) until --cancel reverts it.
 // Then, with every broker up, the partition moves from brokers 1,2,3 to 1,2,4 (the new
 // replica catches up, then the old one is removed and its copy deleted), and on to 4,2,3 (the
@@ -27,9 +27,6 @@ import (
 // --list shows none left, kafka-topics describes the new replicas and ISR, and every
 // acknowledged record is read back once, in order.
 func TestReassignPartitions(t *testing.T) {
-	if brokerKind() != "ringbroker" {
-		t.Skip("starts a ringbroker cluster; E2E_BROKER=" + brokerKind())
-	}
 	nodes := startCluster(t, 4)
 	var addrs []string
 	for _, b := range nodes {
