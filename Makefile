@@ -28,7 +28,7 @@ COMPARE_OUT          ?= results/compare-$(shell date +%Y%m%d-%H%M%S)
 UNIT_PKGS = $(shell $(GO) list -e ./... 2>/dev/null | grep -v '/e2e$$')
 
 .NOTPARALLEL:
-.PHONY: all build run test unit e2e chaos bench compare profile fuzz-short vet deps deps-go deps-kcat deps-kafka clean
+.PHONY: all build run test unit e2e chaos bench compare compare-cluster profile fuzz-short vet deps deps-go deps-kcat deps-kafka clean
 
 all: build
 
@@ -71,6 +71,13 @@ compare: build deps-kcat deps-kafka
 	@command -v jq >/dev/null 2>&1 && test -x /usr/bin/time || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y jq time; }
 	OUT="$(COMPARE_OUT)" DURATION="$(COMPARE_DURATION)" WARMUP="$(COMPARE_WARMUP)" \
 		KAFKA_WARMUP="$(COMPARE_KAFKA_WARMUP)" EXTRA="$(COMPARE_EXTRA)" ROUNDS="$(COMPARE_ROUNDS)" tools/compare.sh
+
+# Replicated writes on three local nodes: Apache Kafka 4.1.1 vs ringbroker, RF 3 and RF 1, the
+# same rounds and quiet-machine rule as compare; see tools/compare-cluster.sh and BENCHMARKS.md.
+compare-cluster: build deps-kcat deps-kafka
+	@command -v jq >/dev/null 2>&1 || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y jq; }
+	OUT="$(subst compare-,compare-cluster-,$(COMPARE_OUT))" DURATION="$(COMPARE_DURATION)" WARMUP="$(COMPARE_WARMUP)" \
+		KAFKA_WARMUP="$(COMPARE_KAFKA_WARMUP)" ROUNDS="$(COMPARE_ROUNDS)" tools/compare-cluster.sh
 
 # A CPU profile of the broker under max-throughput, into results/profile-<date>/.
 profile: build

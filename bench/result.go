@@ -87,8 +87,11 @@ type Point struct {
 // field is optional: ringbench fills them with --broker-pid, or a caller that
 // knows them (a script, a container runtime) may.
 type BrokerUsage struct {
-	// PID of the sampled process.
+	// PID of the sampled process, the first one when there are several.
 	PID int `json:"pid,omitempty"`
+	// PIDs are the sampled processes when there are several (a cluster's
+	// nodes); the other fields are sums over them.
+	PIDs []int `json:"pids,omitempty"`
 	// PeakRSSBytes is the highest resident set size seen. It counts mapped
 	// file pages, so a broker that serves reads from mmap'd segments shows
 	// page cache here that a broker reading with read(2) does not.

@@ -43,9 +43,10 @@ type Options struct {
 	Live bool
 	// ProgressInterval is the time between progress lines; default 1s.
 	ProgressInterval time.Duration
-	// BrokerPID, when not 0, is a local broker process whose CPU time and
-	// peak RSS over the measured period go into the result.
-	BrokerPID int
+	// BrokerPIDs are local broker processes (one, or a cluster's nodes on this
+	// machine) whose CPU time and peak RSS over the measured period, summed
+	// over them, go into the result.
+	BrokerPIDs []int
 	// Logger receives setup and teardown events; nil discards them.
 	Logger *slog.Logger
 }
@@ -249,7 +250,7 @@ func (r *runner) run(ctx context.Context) (res *Result, err error) {
 			}
 		}()
 	}
-	offs, err := endOffsets(ctx, adm, r.topics)
+	offs, err := endOffsets(ctx, adm, r.topics, r.opts.SetupTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("run: %w", err)
 	}
@@ -542,7 +543,7 @@ func (r *runner) consume(ctx context.Context, cl *kgo.Client) {
 }
 
 // monitor advances the phase, prints progress and samples the broker until
-// done is closed, then returns the broker's usage (nil without BrokerPID).
+// done is closed, then returns the broker's usage (nil without BrokerPIDs).
 // Broker CPU is the difference of samples taken when the measured period
 // starts and when it ends; RSS is sampled then and at every tick in between.
 func (r *runner) monitor(ctx context.Context, done <-chan struct{}) *BrokerUsage {
@@ -562,20 +563,29 @@ func (r *runner) monitor(ctx context.Context, done <-chan struct{}) *BrokerUsage
 		sampling bool
 	)
 	sample := func(now time.Time) {
-		if r.opts.BrokerPID == 0 {
+		if len(r.opts.BrokerPIDs) == 0 {
 			return
 		}
-		s, err := ReadProc(r.opts.BrokerPID)
-		if err != nil {
-			r.noteErr("broker sample", err)
-			return
+		var s ProcSample
+		for _, pid := range r.opts.BrokerPIDs {
+			one, err := ReadProc(pid)
+			if err != nil {
+				r.noteErr("broker sample", err)
+				return
+			}
+			s.CPUSeconds += one.CPUSeconds
+			s.RSSBytes += one.RSSBytes
+			s.AnonRSSBytes += one.AnonRSSBytes
 		}
 		if firstAt.IsZero() {
 			first, firstAt = s, now
 		}
 		peakRSS = max(peakRSS, s.RSSBytes)
 		peakAnon = max(peakAnon, s.AnonRSSBytes)
-		u := BrokerUsage{PID: r.opts.BrokerPID, PeakRSSBytes: new(peakRSS)}
+		u := BrokerUsage{PID: r.opts.BrokerPIDs[0], PeakRSSBytes: new(peakRSS)}
+		if len(r.opts.BrokerPIDs) > 1 {
+			u.PIDs = r.opts.BrokerPIDs
+		}
 		if peakAnon > 0 {
 			u.PeakAnonRSSBytes = new(peakAnon)
 		}

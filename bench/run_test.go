@@ -42,11 +42,11 @@ func testRunFixedRate(t *testing.T, b *brokertest.Broker) {
 	var progress bytes.Buffer
 	w := testWorkload(1000)
 	res, err := Run(context.Background(), Options{
-		Bootstrap: []string{b.Addr},
-		Workload:  w,
-		Label:     "ringbroker",
-		Progress:  &progress,
-		BrokerPID: b.PID,
+		Bootstrap:  []string{b.Addr},
+		Workload:   w,
+		Label:      "ringbroker",
+		Progress:   &progress,
+		BrokerPIDs: []int{b.PID},
 	})
 	if err != nil {
 		t.Fatal(err)

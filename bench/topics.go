@@ -82,14 +82,20 @@ func createTopics(ctx context.Context, adm *kadm.Client, topics []string, partit
 }
 
 // endOffsets returns the current end offset of every partition of topics, the
-// point from which consumers read.
-func endOffsets(ctx context.Context, adm *kadm.Client, topics []string) (kadm.ListedOffsets, error) {
-	offs, err := adm.ListEndOffsets(ctx, topics...)
+// point from which consumers read. In a cluster a new partition's leader may
+// not know it leads yet when another broker's metadata already names it
+// (NOT_LEADER_FOR_PARTITION): the listing is retried until timeout.
+func endOffsets(ctx context.Context, adm *kadm.Client, topics []string, timeout time.Duration) (kadm.ListedOffsets, error) {
+	var offs kadm.ListedOffsets
+	err := waitFor(ctx, timeout, fmt.Sprintf("end offsets of %v", topics), func(ctx context.Context) (bool, error) {
+		var err error
+		if offs, err = adm.ListEndOffsets(ctx, topics...); err != nil {
+			return false, err
+		}
+		return offs.Error() == nil, offs.Error()
+	})
 	if err != nil {
-		return nil, fmt.Errorf("list end offsets of %v: %w", topics, err)
-	}
-	if err := offs.Error(); err != nil {
-		return nil, fmt.Errorf("list end offsets of %v: %w", topics, err)
+		return nil, fmt.Errorf("list end offsets: %w", err)
 	}
 	return offs, nil
 }

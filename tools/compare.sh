@@ -54,19 +54,8 @@ RINGBROKER="${RINGBROKER:-$ROOT/bin/ringbroker}"
 READY_TIMEOUT=180 # seconds for a broker to answer Metadata
 STOP_TIMEOUT=60   # seconds for a clean shutdown after SIGTERM
 
-# Kafka's JVM options: the defaults of bin/kafka-server-start.sh and bin/kafka-run-class.sh.
-KAFKA_JVM=(-Xmx1G -Xms1G -server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35
-	-XX:+ExplicitGCInvokesConcurrent -XX:MaxInlineLevel=15 -Djava.awt.headless=true)
-
-die() {
-	echo "compare: $*" >&2
-	exit 1
-}
-
-# port_free PORT: nothing listens on 127.0.0.1:PORT.
-port_free() {
-	! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
+# shellcheck source=tools/compare-lib.sh
+. "$ROOT/tools/compare-lib.sh"
 
 for tool in jq kcat java /usr/bin/time; do
 	command -v "$tool" >/dev/null || die "$tool not found (make deps installs kcat and java; apt-get install jq time)"
@@ -104,21 +93,6 @@ label() {
 	esac
 }
 
-# machine: what the numbers were measured on.
-machine() {
-	echo "date:   $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-	echo "host:   $(uname -n), kernel $(uname -r)"
-	echo "cpu:    $(nproc) cpus, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')$(lscpu 2>/dev/null | awk -F': *' '/^Hypervisor vendor|^L3 cache/ {printf ", %s %s", $1, $2}')"
-	echo "memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
-	local dev
-	dev=$(df --output=source "$DATA" | tail -1)
-	echo "disk:   $(df -h --output=source,fstype,size "$DATA" | tail -1 | tr -s ' '), rotational=$(cat "/sys/block/${dev#/dev/}/queue/rotational" 2>/dev/null || echo unknown)"
-	echo "java:   $(java -version 2>&1 | head -1)"
-	echo "go:     $(go version 2>/dev/null || echo unknown)"
-	echo "tree:   $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(git status --porcelain 2>/dev/null | wc -l) files changed since"
-	echo "ringbroker binary: $(sha256sum "$RINGBROKER" | cut -c1-16)"
-	echo "load:   $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min) before the run"
-}
 machine | tee "$OUT/machine.txt" | tee -a "$LOG"
 
 PID=""
@@ -132,39 +106,7 @@ start_broker() {
 	case $name in
 	kafka)
 		port_free $((PORT + 1)) || die "port $((PORT + 1)) is in use"
-		cat >"$dir/server.properties" <<-EOF
-			process.roles=broker,controller
-			node.id=1
-			controller.quorum.voters=1@127.0.0.1:$((PORT + 1))
-			listeners=PLAINTEXT://127.0.0.1:$PORT,CONTROLLER://127.0.0.1:$((PORT + 1))
-			advertised.listeners=PLAINTEXT://127.0.0.1:$PORT
-			controller.listener.names=CONTROLLER
-			listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
-			inter.broker.listener.name=PLAINTEXT
-			log.dirs=$dir/data
-			offsets.topic.replication.factor=1
-			transaction.state.log.replication.factor=1
-			transaction.state.log.min.isr=1
-			share.coordinator.state.topic.replication.factor=1
-			share.coordinator.state.topic.min.isr=1
-		EOF
-		cat >"$dir/log4j2.properties" <<-EOF
-			status = warn
-			appender.console.type = Console
-			appender.console.name = CONSOLE
-			appender.console.layout.type = PatternLayout
-			appender.console.layout.pattern = [%d] %p %m (%c)%n
-			rootLogger.level = info
-			rootLogger.appenderRef.console.ref = CONSOLE
-		EOF
-		local id
-		id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
-		id="A${id:1}" # a leading '-' would read as an option; 'A' keeps it 16 random-ish bytes
-		java -cp "$KAFKA_LIBS/*" -Dlog4j2.configurationFile="$dir/log4j2.properties" \
-			kafka.tools.StorageTool format -t "$id" -c "$dir/server.properties" >>"$blog" 2>&1 ||
-			die "format Kafka storage failed: see $blog"
-		java "${KAFKA_JVM[@]}" -Dlog4j2.configurationFile="$dir/log4j2.properties" \
-			-cp "$KAFKA_LIBS/*" kafka.Kafka "$dir/server.properties" >>"$blog" 2>&1 &
+		kafka_node "$dir" 1 "1@127.0.0.1:$((PORT + 1))" "$PORT" $((PORT + 1)) "$(new_cluster_id)" 1 "$blog"
 		;;
 	uring | netpoll)
 		"$RINGBROKER" --io="$name" --override "listeners=PLAINTEXT://127.0.0.1:$PORT" \
@@ -213,12 +155,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# cpu_jiffies: busy and total CPU time of the whole machine so far (/proc/stat;
-# iowait counts as idle, guest time is already inside user time).
-cpu_jiffies() {
-	awk '/^cpu / { t = 0; for (i = 2; i <= 9; i++) t += $i; print t - $5 - $6, t }' /proc/stat
-}
-
 # bench NAME WORKLOAD WARMUP [ringbench flags]: one measured run into
 # $OUT/NAME/WORKLOAD.json, and into WORKLOAD.load how busy the machine was:
 # the 1-minute load average before and after, the cores kept busy on average
@@ -245,24 +181,6 @@ bench() {
 	echo "compare: $name: $workload: load $(cat "$RUN/$name/$workload.load")" | tee -a "$LOG"
 }
 
-# wait_quiet: waits (at most LOAD_WAIT s) until the 1-minute load is below LOAD_MAX; if it
-# stays above, warns loudly, and the warning goes at the top of summary.md.
-BUSY=""
-wait_quiet() {
-	local start=$SECONDS load
-	load=$(cut -d' ' -f1 /proc/loadavg)
-	while awk -v l="$load" -v m="$LOAD_MAX" 'BEGIN { exit !(l >= m) }'; do
-		if ((SECONDS - start >= LOAD_WAIT)); then
-			echo "compare: WARNING: measured on a busy machine: load $load >= $LOAD_MAX after ${LOAD_WAIT}s; do not quote these figures" | tee -a "$LOG" >&2
-			BUSY="$BUSY $load"
-			return
-		fi
-		echo "compare: load $load > $LOAD_MAX; waiting for a quiet machine" | tee -a "$LOG"
-		sleep 5
-		load=$(cut -d' ' -f1 /proc/loadavg)
-	done
-}
-
 # Rounds: every broker once per round, in the same order, so each meets the machine in the
 # same states (page cache, a VM's first-touch memory) as often as the others.
 for round in $(seq "$ROUNDS"); do
@@ -287,25 +205,12 @@ done
 
 WORKLOADS_RUN="max-throughput 1kb-fixed-rate-16p@half-kafka-max $EXTRA"
 
-# med NAME WORKLOAD JQ: the median over the rounds of JQ applied to each run's JSON.
-med() {
-	local f=() r
-	for r in $(seq "$ROUNDS"); do f+=("$OUT/r$r/$1/$2.json"); done
-	jq -s "map($3) | sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end" "${f[@]}"
-}
-# range NAME WORKLOAD JQ: min-max over the rounds.
-range() {
-	local f=() r
-	for r in $(seq "$ROUNDS"); do f+=("$OUT/r$r/$1/$2.json"); done
-	jq -rs "map($3) | sort | \"\(.[0] * 100 | round / 100)-\(.[-1] * 100 | round / 100)\"" "${f[@]}"
-}
 # hwm NAME: the median over the rounds of the broker's lifetime peak RSS (VmHWM, KiB).
 hwm() {
 	local r
 	for r in $(seq "$ROUNDS"); do awk '/VmHWM/ {print $2}' "$OUT/r$r/$1/process.txt"; done | sort -n |
 		awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
 }
-CPUREC='(.broker.cpuSeconds / .publish.records * 1e6)'
 
 # One comparison (table and chart) per workload from round 1, Kafka (the first broker) as the
 # baseline of the ratios.
@@ -329,17 +234,7 @@ done
 	echo
 	echo "| workload | broker | publish rec/s | e2e p50 ms | e2e p99 ms | e2e p99.9 ms | broker CPU µs/record | peak RSS MiB (anon) |"
 	echo "|---|---|--:|--:|--:|--:|--:|--:|"
-	for w in $WORKLOADS_RUN; do
-		for name in $BROKERS; do
-			printf '| %s | %s | %.0f (%s) | %.1f (%s) | %.1f (%s) | %.1f (%s) | %.2f (%s) | %.0f (%.0f) |\n' "$w" "$(label "$name")" \
-				"$(med "$name" "$w" .publish.recordsPerSec)" "$(range "$name" "$w" .publish.recordsPerSec)" \
-				"$(med "$name" "$w" .e2e.latency.p50Ms)" "$(range "$name" "$w" .e2e.latency.p50Ms)" \
-				"$(med "$name" "$w" .e2e.latency.p99Ms)" "$(range "$name" "$w" .e2e.latency.p99Ms)" \
-				"$(med "$name" "$w" '.e2e.latency."p99.9Ms"')" "$(range "$name" "$w" '.e2e.latency."p99.9Ms"')" \
-				"$(med "$name" "$w" "$CPUREC")" "$(range "$name" "$w" "$CPUREC")" \
-				"$(med "$name" "$w" '.broker.peakRssBytes / 1048576')" "$(med "$name" "$w" '(.broker.peakAnonRssBytes // 0) / 1048576')"
-		done
-	done
+	median_rows "$WORKLOADS_RUN" "$BROKERS"
 	echo
 	echo "| round | workload | broker | publish rec/s | MB/s | publish p50 / p99 / p99.9 ms | e2e p50 / p99 / p99.9 ms | unsent | peak RSS (anon) MiB | CPU s (% of a core) | machine load |"
 	echo "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|"
@@ -361,12 +256,6 @@ tee -a "$LOG" <"$OUT/summary.md"
 
 # goals.txt: issue 9's goals as ratios of the medians.
 if [[ " $BROKERS " == *" kafka "* && " $BROKERS " == *" uring "* ]]; then
-	ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
-	goal() { # goal TEXT VALUE OP TARGET
-		local met
-		met=$(awk -v v="$2" -v t="$4" -v op="$3" 'BEGIN { print ((op == ">=" ? v >= t : v <= t) ? "met" : "not met") }')
-		printf '%-58s %6sx  (goal %s %s: %s)\n' "$1" "$2" "$3" "$4" "$met"
-	}
 	half=1kb-fixed-rate-16p@half-kafka-max
 	r() { ratio "$(med "$1" "$3" "$4")" "$(med "$2" "$3" "$4")"; }
 	{

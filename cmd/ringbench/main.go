@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -116,7 +117,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, tty bo
 		warmup       = fs.Duration("warmup", -1, "override the workload's warmupDuration")
 		rate         = fs.Float64("rate", -1, "override the workload's producerRate in records/s (0 = max)")
 		jsonOut      = fs.String("json", "", "write the result as JSON to this file")
-		brokerPID    = fs.Int("broker-pid", 0, "pid of a local broker process to sample for CPU and peak RSS")
+		brokerPIDs   = fs.String("broker-pid", "", "comma-separated pids of local broker processes (a cluster's nodes) to sample for CPU and peak RSS, summed")
 		prefix       = fs.String("topic-prefix", "ringbench", "prefix of the topics the run creates")
 		keep         = fs.Bool("keep-topics", false, "do not delete the run's topics afterwards")
 		interval     = fs.Duration("progress-interval", 0, "time between progress lines (default 1s on a terminal, 5s otherwise)")
@@ -155,6 +156,17 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, tty bo
 	if *label == "" {
 		*label = *bootstrap
 	}
+	var pids []int
+	for _, f := range strings.Split(*brokerPIDs, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		pid, err := strconv.Atoi(f)
+		if err != nil || pid <= 0 {
+			return usageError{fmt.Errorf("--broker-pid %q: want comma-separated process ids", *brokerPIDs)}
+		}
+		pids = append(pids, pid)
+	}
 	opts := bench.Options{
 		Bootstrap:        strings.Split(*bootstrap, ","),
 		Workload:         w,
@@ -165,7 +177,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, tty bo
 		Progress:         stdout,
 		Live:             tty,
 		ProgressInterval: *interval,
-		BrokerPID:        *brokerPID,
+		BrokerPIDs:       pids,
 		Logger:           slog.New(slog.NewTextHandler(stderr, nil)),
 	}
 	if opts.ProgressInterval <= 0 {

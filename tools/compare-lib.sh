@@ -1,0 +1,145 @@
+# Shared by tools/compare.sh (one node) and tools/compare-cluster.sh (three): sourced after
+# the caller has set OUT, DATA, LOG, ROUNDS, LOAD_MAX, LOAD_WAIT, KAFKA_LIBS and RINGBROKER.
+
+# Kafka's JVM options: the defaults of bin/kafka-server-start.sh and bin/kafka-run-class.sh.
+KAFKA_JVM=(-Xmx1G -Xms1G -server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35
+	-XX:+ExplicitGCInvokesConcurrent -XX:MaxInlineLevel=15 -Djava.awt.headless=true)
+
+die() {
+	echo "compare: $*" >&2
+	exit 1
+}
+
+# port_free PORT: nothing listens on 127.0.0.1:PORT.
+port_free() {
+	! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# machine: what the numbers were measured on.
+machine() {
+	echo "date:   $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+	echo "host:   $(uname -n), kernel $(uname -r)"
+	echo "cpu:    $(nproc) cpus, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')$(lscpu 2>/dev/null | awk -F': *' '/^Hypervisor vendor|^L3 cache/ {printf ", %s %s", $1, $2}')"
+	echo "memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
+	local dev
+	dev=$(df --output=source "$DATA" | tail -1)
+	echo "disk:   $(df -h --output=source,fstype,size "$DATA" | tail -1 | tr -s ' '), rotational=$(cat "/sys/block/${dev#/dev/}/queue/rotational" 2>/dev/null || echo unknown)"
+	echo "java:   $(java -version 2>&1 | head -1)"
+	echo "go:     $(go version 2>/dev/null || echo unknown)"
+	echo "tree:   $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(git status --porcelain 2>/dev/null | wc -l) files changed since"
+	echo "ringbroker binary: $(sha256sum "$RINGBROKER" | cut -c1-16)"
+	echo "load:   $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min) before the run"
+}
+
+# cpu_jiffies: busy and total CPU time of the whole machine so far (/proc/stat;
+# iowait counts as idle, guest time is already inside user time).
+cpu_jiffies() {
+	awk '/^cpu / { t = 0; for (i = 2; i <= 9; i++) t += $i; print t - $5 - $6, t }' /proc/stat
+}
+
+# wait_quiet: waits (at most LOAD_WAIT s) until the 1-minute load is below LOAD_MAX; if it
+# stays above, warns loudly, and the warning goes at the top of summary.md.
+BUSY=""
+wait_quiet() {
+	local start=$SECONDS load
+	load=$(cut -d' ' -f1 /proc/loadavg)
+	while awk -v l="$load" -v m="$LOAD_MAX" 'BEGIN { exit !(l >= m) }'; do
+		if ((SECONDS - start >= LOAD_WAIT)); then
+			echo "compare: WARNING: measured on a busy machine: load $load >= $LOAD_MAX after ${LOAD_WAIT}s; do not quote these figures" | tee -a "$LOG" >&2
+			BUSY="$BUSY $load"
+			return
+		fi
+		echo "compare: load $load > $LOAD_MAX; waiting for a quiet machine" | tee -a "$LOG"
+		sleep 5
+		load=$(cut -d' ' -f1 /proc/loadavg)
+	done
+}
+
+# med NAME WORKLOAD JQ: the median over the rounds of JQ applied to each run's JSON.
+med() {
+	local f=() r
+	for r in $(seq "$ROUNDS"); do f+=("$OUT/r$r/$1/$2.json"); done
+	jq -s "map($3) | sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end" "${f[@]}"
+}
+# range NAME WORKLOAD JQ: min-max over the rounds.
+range() {
+	local f=() r
+	for r in $(seq "$ROUNDS"); do f+=("$OUT/r$r/$1/$2.json"); done
+	jq -rs "map($3) | sort | \"\(.[0] * 100 | round / 100)-\(.[-1] * 100 | round / 100)\"" "${f[@]}"
+}
+
+# ratio A B: A / B with two decimals.
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+
+# goal TEXT VALUE OP TARGET: one line of goals.txt.
+goal() {
+	local met
+	met=$(awk -v v="$2" -v t="$4" -v op="$3" 'BEGIN { print ((op == ">=" ? v >= t : v <= t) ? "met" : "not met") }')
+	printf '%-58s %6sx  (goal %s %s: %s)\n' "$1" "$2" "$3" "$4" "$met"
+}
+
+# new_cluster_id: a random cluster id in Kafka's base64 form.
+new_cluster_id() {
+	local id
+	id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+	echo "A${id:1}" # a leading '-' would read as an option; 'A' keeps it 16 random-ish bytes
+}
+
+# kafka_node DIR ID VOTERS PORT CTLPORT CLUSTER_ID INTERNAL_RF BLOG: writes an Apache Kafka
+# node's server.properties (broker and controller, data in DIR/data, internal topics of
+# INTERNAL_RF replicas) and log4j config into DIR, formats it and starts it in the background,
+# logging to BLOG; $! is its pid.
+kafka_node() {
+	local dir=$1 id=$2 voters=$3 port=$4 ctl=$5 cid=$6 rf=$7 blog=$8
+	cat >"$dir/server.properties" <<-EOF
+		process.roles=broker,controller
+		node.id=$id
+		controller.quorum.voters=$voters
+		listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$ctl
+		advertised.listeners=PLAINTEXT://127.0.0.1:$port
+		controller.listener.names=CONTROLLER
+		listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+		inter.broker.listener.name=PLAINTEXT
+		log.dirs=$dir/data
+		offsets.topic.replication.factor=$rf
+		transaction.state.log.replication.factor=$rf
+		transaction.state.log.min.isr=$((rf > 1 ? 2 : 1))
+		share.coordinator.state.topic.replication.factor=$rf
+		share.coordinator.state.topic.min.isr=$((rf > 1 ? 2 : 1))
+	EOF
+	cat >"$dir/log4j2.properties" <<-EOF
+		status = warn
+		appender.console.type = Console
+		appender.console.name = CONSOLE
+		appender.console.layout.type = PatternLayout
+		appender.console.layout.pattern = [%d] %p %m (%c)%n
+		rootLogger.level = info
+		rootLogger.appenderRef.console.ref = CONSOLE
+	EOF
+	java -cp "$KAFKA_LIBS/*" -Dlog4j2.configurationFile="$dir/log4j2.properties" \
+		kafka.tools.StorageTool format -t "$cid" -c "$dir/server.properties" >>"$blog" 2>&1 ||
+		die "format Kafka storage failed: see $blog"
+	java "${KAFKA_JVM[@]}" -Dlog4j2.configurationFile="$dir/log4j2.properties" \
+		-cp "$KAFKA_LIBS/*" kafka.Kafka "$dir/server.properties" >>"$blog" 2>&1 &
+}
+
+# CPUREC: broker CPU microseconds per published record, from a run's JSON.
+CPUREC='(.broker.cpuSeconds / .publish.records * 1e6)'
+
+# median_rows "WORKLOADS" "NAMES": a summary.md row per workload and name (label NAME gives
+# its column name): medians (min-max) over the rounds of the publish rate, the e2e p50, p99 and
+# p99.9, broker CPU per record, and the peak RSS (anonymous).
+median_rows() {
+	local w name
+	for w in $1; do
+		for name in $2; do
+			printf '| %s | %s | %.0f (%s) | %.1f (%s) | %.1f (%s) | %.1f (%s) | %.2f (%s) | %.0f (%.0f) |\n' "$w" "$(label "$name")" \
+				"$(med "$name" "$w" .publish.recordsPerSec)" "$(range "$name" "$w" .publish.recordsPerSec)" \
+				"$(med "$name" "$w" .e2e.latency.p50Ms)" "$(range "$name" "$w" .e2e.latency.p50Ms)" \
+				"$(med "$name" "$w" .e2e.latency.p99Ms)" "$(range "$name" "$w" .e2e.latency.p99Ms)" \
+				"$(med "$name" "$w" '.e2e.latency."p99.9Ms"')" "$(range "$name" "$w" '.e2e.latency."p99.9Ms"')" \
+				"$(med "$name" "$w" "$CPUREC")" "$(range "$name" "$w" "$CPUREC")" \
+				"$(med "$name" "$w" '.broker.peakRssBytes / 1048576')" "$(med "$name" "$w" '(.broker.peakAnonRssBytes // 0) / 1048576')"
+		done
+	done
+}
