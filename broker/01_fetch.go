@@ -16,10 +16,13 @@ package broker
 // treat as "full fetch each time". v13+ names topics by id. A follower's fetch (a replica id,
 // v15+ in ReplicaState) reads up to the log end instead of the high watermark, records how far
 // the follower has come (which moves the high watermark and may add it to the ISR), and, with
-// its last fetched epoch (v12+), is told of a divergence (DivergingEpoch) to truncate to.
+// its last fetched epoch (v12+), is told of a divergence (DivergingEpoch) to truncate to. A
+// replica fetch from a broker that is not one of the partition's replicas is
+// NOT_LEADER_OR_FOLLOWER, as Kafka answers an unknown follower.
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -241,6 +244,11 @@ func (f *fetchOp) attemptLocked(final bool) bool {
 					}
 				} else if code := checkLeaderEpoch(topic, rp.Partition, rp.CurrentLeaderEpoch); code != nil {
 					fp.ErrorCode = code.Code
+					p = nil
+				} else if f.replica >= 0 && !slices.Contains(p.state().replicas, f.replica) {
+					// As Kafka's leader: a replica fetch from a broker that is not a replica
+					// (one a reassignment removed, say) is not a known follower.
+					fp.ErrorCode = kerr.NotLeaderForPartition.Code
 					p = nil
 				}
 			}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -177,4 +178,45 @@ func fetchedPartitionsWithData(resp *kmsg.FetchResponse) []int32 {
 		}
 	}
 	return out
+}
+
+// TestFetchFromUnknownReplica sends a replica fetch (Fetch v15+ with ReplicaState) from a
+// broker id that is not a replica of the partition: the leader answers NOT_LEADER_OR_FOLLOWER
+// instead of serving it as a follower, and a consumer fetch still gets the partition.
+func TestFetchFromUnknownReplica(t *testing.T) {
+	b := startBroker(t, "netpoll", t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	createTestTopic(ctx, t, b, "solo", 1)
+	cl := newClient(t, b)
+	fetch := func(replica int32) int16 {
+		t.Helper()
+		req := kmsg.NewPtrFetchRequest()
+		req.Version = 15
+		req.ReplicaID = -1
+		req.ReplicaState.ID = replica
+		req.ReplicaState.Epoch = -1
+		req.MaxBytes = 1 << 20
+		rt := kmsg.NewFetchRequestTopic()
+		rt.TopicID = b.meta.Image().Topics["solo"].ID
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.PartitionMaxBytes = 1 << 20
+		rp.CurrentLeaderEpoch = -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			t.Fatalf("fetch as replica %d: response %+v; want one partition", replica, resp)
+		}
+		return resp.Topics[0].Partitions[0].ErrorCode
+	}
+	if code := fetch(7); code != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("fetch as broker 7, not a replica: error %d; want NOT_LEADER_OR_FOLLOWER", code)
+	}
+	if code := fetch(-1); code != 0 {
+		t.Fatalf("consumer fetch: error %d; want none", code)
+	}
 }
