@@ -46,6 +46,7 @@ func servedAPIs() []*api {
 		describeConfigsAPI,
 		describeLogDirsAPI,
 		createPartitionsAPI,
+		electLeadersAPI,
 		incrementalAlterConfigsAPI,
 		alterPartitionReassignmentsAPI,
 		listPartitionReassignmentsAPI,

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -90,6 +91,14 @@ type Config struct {
 	ReplicaFetchBackoff   time.Duration // replica.fetch.backoff.ms: the pause after a failed follower fetch
 	OffsetsTopicReplicas  int16         // offsets.topic.replication.factor
 	OffsetsCommitTimeout  time.Duration // offsets.commit.timeout.ms: the wait of a coordinator append for its ISR
+
+	// Preferred leaders (leaderbalance.go): the active controller moves leadership back to each
+	// partition's first replica every LeaderImbalanceCheckInterval while AutoLeaderRebalance.
+	AutoLeaderRebalance          bool          // auto.leader.rebalance.enable
+	LeaderImbalanceCheckInterval time.Duration // leader.imbalance.check.interval.seconds
+	// LeaderImbalancePerBrokerPct (leader.imbalance.per.broker.percentage) is accepted and has
+	// no effect, as on Kafka's KRaft controller.
+	LeaderImbalancePerBrokerPct int32
 
 	// FlushGroupCommit (log.flush.group.commit, ringbroker's own; topic config
 	// flush.group.commit) makes Produce with acks >= 1 answer only after a shared fsync
@@ -249,6 +258,23 @@ func msDef(name string, kind configKind, dflt string, field func(*Config) *time.
 			return err
 		},
 		get: func(c *Config) string { return strconv.FormatInt(field(c).Milliseconds(), 10) },
+	}
+}
+
+// secondsDef is a duration key written in seconds.
+func secondsDef(name string, kind configKind, dflt string, field func(*Config) *time.Duration, rule intRule, doc string) brokerConfigDef {
+	return brokerConfigDef{name: name, kind: kind, dflt: dflt, doc: doc,
+		set: func(c *Config, val string) error {
+			s, err := parseInt(val, kind.bits(), rule)
+			if err == nil && s > int64(math.MaxInt64/time.Second) {
+				err = fmt.Errorf("must be at most %d", int64(math.MaxInt64/time.Second))
+			}
+			if err == nil {
+				*field(c) = time.Duration(s) * time.Second
+			}
+			return err
+		},
+		get: func(c *Config) string { return strconv.FormatInt(int64(*field(c)/time.Second), 10) },
 	}
 }
 
@@ -496,6 +522,12 @@ var brokerConfigDefs = []brokerConfigDef{
 		"bytes the leader waits for before answering a follower's fetch"),
 	msDef("replica.fetch.backoff.ms", kindInt, "1000", func(c *Config) *time.Duration { return &c.ReplicaFetchBackoff }, atLeast(0),
 		"how long a follower waits after a failed fetch"),
+	boolDef("auto.leader.rebalance.enable", "true", func(c *Config) *bool { return &c.AutoLeaderRebalance },
+		"the active controller moves leadership back to each partition's preferred replica (the first of its replicas) once that one is live and in the ISR, checked every leader.imbalance.check.interval.seconds"),
+	secondsDef("leader.imbalance.check.interval.seconds", kindLong, "300", func(c *Config) *time.Duration { return &c.LeaderImbalanceCheckInterval }, atLeast(1),
+		"how often the active controller looks for partitions not led by their preferred replica (auto.leader.rebalance.enable)"),
+	intDef("leader.imbalance.per.broker.percentage", kindInt, "10", func(c *Config) *int32 { return &c.LeaderImbalancePerBrokerPct }, nil,
+		"accepted for server.properties written for Kafka 3.x, with no effect: Kafka's KRaft controller never read it and Kafka 4.1 does not define it. Every partition whose preferred replica can lead is moved back, whatever the imbalance"),
 	ignoredDef("transaction.state.log.replication.factor", kindShort),
 	ignoredDef("transaction.state.log.min.isr", kindInt),
 	ignoredDef("listener.security.protocol.map", kindString),

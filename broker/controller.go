@@ -25,6 +25,8 @@ func sortedBrokers(im *meta.Image) []meta.Broker {
 // fences and unfences brokers.
 func (b *Broker) controllerLoop() {
 	defer b.bg.Done()
+	b.bg.Add(1)
+	go b.leaderBalanceLoop()
 	hb := time.NewTicker(b.cfg.BrokerHeartbeatInterval)
 	defer hb.Stop()
 	check := time.NewTicker(b.cfg.BrokerHeartbeatInterval / 2)
