@@ -24,14 +24,15 @@ import (
 const electionPartitions = 6
 
 // TestLeaderElectionTool runs Apache Kafka's kafka-leader-election (LeaderElectionCommand)
-// against a 3-node cluster (ringbroker, or Kafka with E2E_BROKER=kafka) with auto.leader.rebalance.enable=false. The preferred
-// leader of partition 0 is SIGKILLed: its partitions fail over to other replicas, and once it is
-// back in every ISR leadership stays away for several check intervals. The tool's preferred
-// election for all partitions moves exactly those partitions back, as it prints, and Metadata
-// then shows every partition led by its first replica; run again, it lists nothing for all
-// partitions (Kafka leaves out the partitions that need no election) and says the valid
-// replica is already elected for named ones. A producer writes with acks=all throughout, and
-// every acknowledged record is read back once, in order.
+// against a 3-node cluster (ringbroker, or Kafka with E2E_BROKER=kafka) with
+// auto.leader.rebalance.enable=false. The preferred leader of partition 0 is SIGKILLed: its
+// partitions fail over to other replicas, and once it is back in every ISR leadership stays
+// away for several check intervals. The tool's preferred election for all partitions moves
+// exactly those partitions back, as it prints, and Metadata then shows every partition led by
+// its first replica; run again, it lists nothing for all partitions (Kafka leaves out the
+// partitions that need no election) and says the valid replica is already elected for named
+// ones. A producer writes with acks=all throughout, and every acknowledged record is read back
+// once, in order.
 func TestLeaderElectionTool(t *testing.T) {
 	nodes := startCluster(t, 3, "auto.leader.rebalance.enable=false", "leader.imbalance.check.interval.seconds=1")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
