@@ -29,7 +29,7 @@ func handleAlterPartitionReassignments(b *Broker, rc *reqCtx, r kmsg.Request) {
 	b.controllerMu.Lock()
 	defer b.controllerMu.Unlock()
 	im := b.meta.Image()
-	live := liveBrokers(im)
+	live := leaderCandidates(im)
 	var recs []meta.Record
 	var accepted []*kmsg.AlterPartitionAssignmentsResponseTopicPartition
 	for _, rt := range req.Topics {

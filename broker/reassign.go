@@ -17,16 +17,6 @@ import (
 // from T when the old one is leaving. Removing a replica bumps the leader epoch, so a removed
 // follower's fetches are fenced. Cancelling reverts to C without the adding replicas.
 
-// liveBrokers returns the registered brokers that may lead or join an ISR: unfenced and not
-// in controlled shutdown.
-func liveBrokers(im *meta.Image) map[int32]bool {
-	live := map[int32]bool{}
-	for id, br := range im.Brokers {
-		live[id] = !br.Fenced && !br.InControlledShutdown
-	}
-	return live
-}
-
 // validateAssignment checks target replicas as Kafka's controller checks a manual assignment:
 // not empty, no broker twice, every broker registered.
 func validateAssignment(im *meta.Image, target []int32) (*kerr.Error, string) {
@@ -157,7 +147,7 @@ func keepOrElect(leader int32, replicas, isr []int32, live map[int32]bool) int32
 
 // reassignmentRecords returns the records that complete every reassignment ready to complete.
 func reassignmentRecords(im *meta.Image) []meta.Record {
-	live := liveBrokers(im)
+	live := leaderCandidates(im)
 	var recs []meta.Record
 	for _, name := range im.SortedTopicNames() {
 		t := im.Topics[name]

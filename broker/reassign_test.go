@@ -69,7 +69,7 @@ func TestReassignRecord(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			im, topic := reassignImage(t, tc.p, tc.fenced4)
 			p := topic.Partitions[0]
-			rec, change := reassignRecord(topic, p, tc.target, liveBrokers(im))
+			rec, change := reassignRecord(topic, p, tc.target, leaderCandidates(im))
 			if change != tc.wChange {
 				t.Fatalf("change = %v, want %v (record %+v)", change, tc.wChange, rec)
 			}
@@ -93,7 +93,7 @@ func TestReassignRecord(t *testing.T) {
 // new replica is out of the ISR, completed by the controller once it joins, and nothing more.
 func TestReassignmentLifecycle(t *testing.T) {
 	im, topic := reassignImage(t, meta.Partition{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, Leader: 3, LeaderEpoch: 2}, false)
-	rec, _ := reassignRecord(topic, topic.Partitions[0], []int32{1, 2, 4}, liveBrokers(im))
+	rec, _ := reassignRecord(topic, topic.Partitions[0], []int32{1, 2, 4}, leaderCandidates(im))
 	im, err := im.Apply(1, []meta.Record{rec})
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +135,7 @@ func TestCancelReassignment(t *testing.T) {
 	inProgress := meta.Partition{Replicas: []int32{1, 2, 4, 3}, AddingReplicas: []int32{4}, RemovingReplicas: []int32{3},
 		ISR: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 5}
 	im, topic := reassignImage(t, inProgress, true)
-	rec, code, _ := cancelReassignment(topic, topic.Partitions[0], liveBrokers(im), false)
+	rec, code, _ := cancelReassignment(topic, topic.Partitions[0], leaderCandidates(im), false)
 	if code != nil || !slices.Equal(rec.Replicas, []int32{1, 2, 3}) || !slices.Equal(rec.ISR, []int32{1, 2, 3}) || rec.Leader != 1 ||
 		len(rec.AddingReplicas)+len(rec.RemovingReplicas) > 0 {
 		t.Fatalf("cancel: %+v %v; want replicas and ISR 1,2,3 led by 1", rec, code)
@@ -145,17 +145,17 @@ func TestCancelReassignment(t *testing.T) {
 	}
 
 	idle, topic := reassignImage(t, meta.Partition{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, Leader: 1}, false)
-	if _, code, _ := cancelReassignment(topic, topic.Partitions[0], liveBrokers(idle), false); code != kerr.NoReassignmentInProgress {
+	if _, code, _ := cancelReassignment(topic, topic.Partitions[0], leaderCandidates(idle), false); code != kerr.NoReassignmentInProgress {
 		t.Fatalf("cancel without a reassignment: %v; want NO_REASSIGNMENT_IN_PROGRESS", code)
 	}
 
 	// Only the adding replica is in sync: reverting would be an unclean election.
 	onlyNew := meta.Partition{Replicas: []int32{4, 1}, AddingReplicas: []int32{4}, RemovingReplicas: []int32{1}, ISR: []int32{4}, Leader: 4, LeaderEpoch: 7}
 	im, topic = reassignImage(t, onlyNew, false)
-	if _, code, _ := cancelReassignment(topic, topic.Partitions[0], liveBrokers(im), false); code != kerr.InvalidReplicaAssignment {
+	if _, code, _ := cancelReassignment(topic, topic.Partitions[0], leaderCandidates(im), false); code != kerr.InvalidReplicaAssignment {
 		t.Fatalf("cancel needing an unclean election: %v; want INVALID_REPLICA_ASSIGNMENT", code)
 	}
-	rec, code, _ = cancelReassignment(topic, topic.Partitions[0], liveBrokers(im), true)
+	rec, code, _ = cancelReassignment(topic, topic.Partitions[0], leaderCandidates(im), true)
 	if code != nil || !slices.Equal(rec.Replicas, []int32{1}) || !slices.Equal(rec.ISR, []int32{1}) || rec.Leader != 1 || rec.LeaderEpoch != 8 {
 		t.Fatalf("unclean cancel: %+v %v; want broker 1 alone, leading at epoch 8", rec, code)
 	}
