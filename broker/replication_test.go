@@ -3,6 +3,7 @@ package broker
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -177,7 +178,12 @@ func TestNotEnoughReplicas(t *testing.T) {
 	minISR := "3"
 	bs, ctx, _ := replicatedCluster(t, "nr", 1, map[string]*string{"min.insync.replicas": &minISR})
 	testutil.WaitFor(t, 30*time.Second, func() error {
-		if isr := bs[0].meta.Image().Topics["nr"].Partitions[0].ISR; len(isr) != 3 {
+		// Node 1 may apply the topic's record after the node that created it answered.
+		topic := bs[0].meta.Image().Topics["nr"]
+		if topic == nil {
+			return errors.New("node 1 does not know the topic yet")
+		}
+		if isr := topic.Partitions[0].ISR; len(isr) != 3 {
 			return fmt.Errorf("ISR %v", isr)
 		}
 		return nil
