@@ -84,7 +84,7 @@ func TestKillFailover(t *testing.T) {
 		victim.Restart()
 		waitISR(ctx, t, adm, topic, 3)
 	}
-	n := prod.finish(t)
+	n := len(prod.finish(t))
 	for _, leader := range []bool{true, false} {
 		g := gaps[leader]
 		slices.Sort(g)
@@ -95,23 +95,26 @@ func TestKillFailover(t *testing.T) {
 	checkReadBackInOrder(ctx, t, addrs, topic, n)
 }
 
-// ackedProducer writes the values 0, 1, 2, ... to partition 0 of a topic, one idempotent
-// acks=all record at a time, retrying through failovers, and keeps when each was acknowledged.
+// ackedProducer writes the values 0, 1, 2, ... to a topic (partition 0 of a one-partition
+// topic, or as the extra client options place them), one idempotent acks=all record at a
+// time, retrying through failovers, and keeps when each was acknowledged and by which
+// partition.
 type ackedProducer struct {
-	mu    sync.Mutex
-	acked []int64 // ack times in unix nanoseconds, by value
-	stop  chan struct{}
-	done  chan error
+	mu         sync.Mutex
+	acked      []int64 // ack times in unix nanoseconds, by value
+	partitions []int32 // the partition that acknowledged each value
+	stop       chan struct{}
+	done       chan error
 }
 
 // startAckedProducer starts an ackedProducer on topic; finish stops it.
-func startAckedProducer(ctx context.Context, t *testing.T, addrs []string, topic string) *ackedProducer {
+func startAckedProducer(ctx context.Context, t *testing.T, addrs []string, topic string, opts ...kgo.Opt) *ackedProducer {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic),
-		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordRetries(1<<30), kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond }),
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordRetries(1 << 30), kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond }),
 		// franz-go refreshes metadata at most every 5 s by default, which would be most of
 		// what is measured; the Java client refreshes after retry.backoff.ms (100 ms).
-		kgo.MetadataMinAge(100*time.Millisecond))
+		kgo.MetadataMinAge(100 * time.Millisecond)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,12 +128,14 @@ func startAckedProducer(ctx context.Context, t *testing.T, addrs []string, topic
 				return
 			default:
 			}
-			if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(strconv.Itoa(i))}).FirstErr(); err != nil {
+			r, err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(strconv.Itoa(i))}).First()
+			if err != nil {
 				p.done <- fmt.Errorf("produce %d: %w", i, err)
 				return
 			}
 			p.mu.Lock()
 			p.acked = append(p.acked, time.Now().UnixNano())
+			p.partitions = append(p.partitions, r.Partition)
 			p.mu.Unlock()
 		}
 	}()
@@ -152,15 +157,17 @@ func (p *ackedProducer) count() int {
 	return len(p.acked)
 }
 
-// finish stops the producer, fails the test if a write failed, and returns how many records
-// were acknowledged: the values 0 to that count - 1.
-func (p *ackedProducer) finish(t *testing.T) int {
+// finish stops the producer, fails the test if a write failed, and returns the partition that
+// acknowledged each value, by value: the values 0 to its length - 1 were acknowledged.
+func (p *ackedProducer) finish(t *testing.T) []int32 {
 	t.Helper()
 	close(p.stop)
 	if err := <-p.done; err != nil {
 		t.Fatal(err)
 	}
-	return p.count()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.partitions)
 }
 
 // replicatedTopic creates topic with RF 3, min.insync.replicas=2 and the partitions on the

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -40,7 +39,7 @@ func TestLeaderElectionTool(t *testing.T) {
 	const topic = "elect"
 	addrs, adm := replicatedTopic(ctx, t, nodes, topic, electionPartitions)
 	bootstrap := strings.Join(addrs, ",")
-	prod := startElectionProducer(ctx, t, addrs, topic)
+	prod := startAckedProducer(ctx, t, addrs, topic, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 
 	victim := failOverPreferredLeader(ctx, t, nodes, adm, prod, topic)
 	moved := notPreferred(ctx, t, adm, topic)
@@ -107,7 +106,7 @@ func TestLeaderElectionTool(t *testing.T) {
 	if got := sortedList(m[1]); !slices.Equal(got, all) {
 		t.Fatalf("kafka-leader-election --path-to-json-file: already elected %v; want %v", got, all)
 	}
-	prod.stopAndCheck(ctx, t, addrs)
+	stopAndCheck(ctx, t, prod, addrs, topic)
 }
 
 // TestLeaderElectionAuto kills and restarts the preferred leader of a partition of a 3-node
@@ -121,7 +120,7 @@ func TestLeaderElectionAuto(t *testing.T) {
 	defer cancel()
 	const topic = "auto-elect"
 	addrs, adm := replicatedTopic(ctx, t, nodes, topic, electionPartitions)
-	prod := startElectionProducer(ctx, t, addrs, topic)
+	prod := startAckedProducer(ctx, t, addrs, topic, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 
 	victim := failOverPreferredLeader(ctx, t, nodes, adm, prod, topic)
 	testutil.WaitFor(t, clusterTimeout, func() error {
@@ -134,13 +133,13 @@ func TestLeaderElectionAuto(t *testing.T) {
 		t.Fatal("leaders are back on their preferred replicas, but no controller logged moving them")
 	}
 	waitElectionAcks(t, prod, 200)
-	prod.stopAndCheck(ctx, t, addrs)
+	stopAndCheck(ctx, t, prod, addrs, topic)
 }
 
 // failOverPreferredLeader SIGKILLs the preferred leader of partition 0 of topic and waits until
 // it leads nothing and the producer writes again; then restarts it, waits until it is back in
 // every ISR and returns its node id.
-func failOverPreferredLeader(ctx context.Context, t *testing.T, nodes []*Broker, adm *kadm.Client, prod *electionProducer, topic string) int32 {
+func failOverPreferredLeader(ctx context.Context, t *testing.T, nodes []*Broker, adm *kadm.Client, prod *ackedProducer, topic string) int32 {
 	t.Helper()
 	waitElectionAcks(t, prod, 200)
 	if left := notPreferred(ctx, t, adm, topic); len(left) > 0 {
@@ -237,60 +236,8 @@ func alwaysFor(t *testing.T, d time.Duration, cond func() error) {
 	}
 }
 
-// electionProducer writes the values 0, 1, 2, ... to a topic, one acks=all idempotent
-// produce at a time, round robin over the partitions, and keeps which partition acknowledged
-// each value.
-type electionProducer struct {
-	topic string
-	stop  chan struct{}
-	done  chan error
-	mu    sync.Mutex
-	// acked[v] is the partition that acknowledged value v.
-	acked []int32
-}
-
-// startElectionProducer starts producing to topic; stopAndCheck stops it.
-func startElectionProducer(ctx context.Context, t *testing.T, addrs []string, topic string) *electionProducer {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic),
-		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
-		kgo.RecordRetries(1<<30), kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond }),
-		kgo.MetadataMinAge(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	p := &electionProducer{topic: topic, stop: make(chan struct{}), done: make(chan error, 1)}
-	go func() {
-		for i := 0; ; i++ {
-			select {
-			case <-p.stop:
-				p.done <- nil
-				return
-			default:
-			}
-			r, err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(strconv.Itoa(i))}).First()
-			if err != nil {
-				p.done <- fmt.Errorf("produce %d: %w", i, err)
-				return
-			}
-			p.mu.Lock()
-			p.acked = append(p.acked, r.Partition)
-			p.mu.Unlock()
-		}
-	}()
-	return p
-}
-
-// count is how many values were acknowledged.
-func (p *electionProducer) count() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.acked)
-}
-
 // waitElectionAcks waits until n more values are acknowledged, or the producer failed.
-func waitElectionAcks(t *testing.T, p *electionProducer, n int) {
+func waitElectionAcks(t *testing.T, p *ackedProducer, n int) {
 	t.Helper()
 	want := p.count() + n
 	testutil.WaitFor(t, clusterTimeout, func() error {
@@ -306,18 +253,13 @@ func waitElectionAcks(t *testing.T, p *electionProducer, n int) {
 	})
 }
 
-// stopAndCheck stops the producer and reads every partition from the start: each acknowledged
-// value must be there once, in the partition that acknowledged it, in increasing order.
-func (p *electionProducer) stopAndCheck(ctx context.Context, t *testing.T, addrs []string) {
+// stopAndCheck stops the producer and reads every partition of topic from the start: each
+// acknowledged value must be there once, in the partition that acknowledged it, in increasing
+// order.
+func stopAndCheck(ctx context.Context, t *testing.T, p *ackedProducer, addrs []string, topic string) {
 	t.Helper()
-	close(p.stop)
-	if err := <-p.done; err != nil {
-		t.Fatal(err)
-	}
-	p.mu.Lock()
-	acked := slices.Clone(p.acked)
-	p.mu.Unlock()
-	cons, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(p.topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	acked := p.finish(t)
+	cons, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
 	}

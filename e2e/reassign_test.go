@@ -158,7 +158,7 @@ func TestReassignPartitions(t *testing.T) {
 	}
 	move([]int{4, 2, 3})
 
-	n := prod.finish(t)
+	n := len(prod.finish(t))
 	t.Logf("%d records acknowledged across a cancelled move and two moves", n)
 	checkReadBackInOrder(ctx, t, addrs, topic, n)
 }
