@@ -47,6 +47,8 @@ type Broker struct {
 	codecs      *wire.Codecs
 	// cleaner compacts the logs of topics whose cleanup.policy includes compact.
 	cleaner *rlog.Cleaner
+	// writeback keeps each log's page cache to log.cache.window.bytes; nil when that is 0.
+	writeback *rlog.Writeback
 
 	// groups is the consumer-group coordinator; groupsLoaded says which __consumer_offsets
 	// partitions it has been given to load, with the leader epoch they were loaded under.
@@ -146,6 +148,9 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 		purgatory:    newPurgatory(),
 		imageChanged: make(chan struct{}, 1), incarnation: meta.NewUUID()}
 	b.fetchers = newFetcherSet(b)
+	if cfg.LogCacheWindowBytes > 0 {
+		b.writeback = rlog.NewWriteback(cfg.LogCacheWindowBytes, logger)
+	}
 	if _, err := raiseNoFileLimit(logger); err != nil {
 		logger.Warn("open-file limit unchanged", "err", err)
 	}
@@ -211,6 +216,9 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 		b.closeLogs()
 		ml.Close()
 		return nil, err
+	}
+	if b.writeback != nil {
+		b.writeback.Start()
 	}
 	b.bg.Add(1)
 	go b.backgroundLoop()
@@ -383,6 +391,9 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	b.bg.Wait()
 	b.groups.Close()
 	b.cleaner.Stop()
+	if b.writeback != nil {
+		b.writeback.Stop()
+	}
 	errs := []error{b.closeLogs()}
 	if errs[0] == nil {
 		dir := b.cfg.LogDirs[0]

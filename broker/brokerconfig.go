@@ -104,6 +104,10 @@ type Config struct {
 	// flush.group.commit) makes Produce with acks >= 1 answer only after a shared fsync
 	// covering its batch.
 	FlushGroupCommit bool
+	// LogCacheWindowBytes (log.cache.window.bytes, ringbroker's own) is how many of each
+	// partition's newest bytes stay in the page cache; older ones are written back and dropped
+	// from it (rlog.Writeback). 0 leaves the page cache to the kernel.
+	LogCacheWindowBytes int64
 	// RetentionCheckInterval is log.retention.check.interval.ms: how often retention runs.
 	RetentionCheckInterval time.Duration
 
@@ -446,6 +450,8 @@ var brokerConfigDefs = []brokerConfigDef{
 		"milliseconds after which a log is fsynced (topic config flush.ms); unset or 0: never by time").unsetWhenZero(),
 	boolDef("log.flush.group.commit", "false", func(c *Config) *bool { return &c.FlushGroupCommit },
 		"ringbroker's own: answer Produce with acks >= 1 after a shared fsync covering its batch (topic config flush.group.commit); see Durability"),
+	intDef("log.cache.window.bytes", kindLong, "67108864", func(c *Config) *int64 { return &c.LogCacheWindowBytes }, atLeast(0),
+		"ringbroker's own: how many of each partition's newest bytes stay in the page cache; older ones are written back and dropped from it so new writes reuse their pages; 0 leaves the page cache to the kernel as Kafka does; see Page cache"),
 	intDef("log.retention.ms", kindLong, "604800000", func(c *Config) *int64 { return &c.RetentionMs }, nil,
 		"how long a log keeps a segment; -1 is forever (topic config retention.ms)"),
 	synonymDef("log.retention.minutes", "log.retention.ms", kindInt, 60*1000, "minutes"),

@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"slices"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -55,7 +54,7 @@ func BenchmarkProduceRaw(b *testing.B) {
 				b.SetBytes(int64(sh.partitions * sh.records * sh.valueSize))
 				cs := dialRaw(b, br, conns)
 				b.ResetTimer()
-				cpu, st := processCPU(b), ringStats(br)
+				cpu, st := testutil.ProcessCPU(b), ringStats(br)
 				pipelineRaw(b, cs, req, b.N, window)
 				reportCPU(b, cpu)
 				reportRing(b, br, st)
@@ -79,21 +78,12 @@ func memDir(b *testing.B) string {
 	return dir
 }
 
-// processCPU is the user plus system CPU time this process has used so far.
-func processCPU(b *testing.B) time.Duration {
-	b.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatalf("getrusage: %v", err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// reportCPU reports the process CPU time per op since start (from processCPU): on a machine
-// shared with other work it is steadier than wall time, and the raw client adds little to it.
+// reportCPU reports the process CPU time per op since start (from testutil.ProcessCPU): on a
+// machine shared with other work it is steadier than wall time, and the raw client adds little
+// to it.
 func reportCPU(b *testing.B, start time.Duration) {
 	b.Helper()
-	b.ReportMetric(float64(processCPU(b)-start)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(testutil.ProcessCPU(b)-start)/float64(b.N), "cpu-ns/op")
 }
 
 // ringStats sums the I/O counters of the broker's listeners.

@@ -228,7 +228,8 @@ func (b *Broker) openPartition(logDir string, t *meta.Topic, index int32) (*part
 	opts := rlog.Options{TopicID: t.ID, Topic: t.Name, Partition: index, Logger: b.logger,
 		LeaderEpoch: t.Partitions[index].LeaderEpoch, CleanShutdown: b.startup.clean,
 		RecoveryPoint:  b.startup.recoveryPoints[rlog.TopicPartition{Topic: t.Name, Partition: index}],
-		LogStartOffset: b.startup.logStarts[rlog.TopicPartition{Topic: t.Name, Partition: index}]}
+		LogStartOffset: b.startup.logStarts[rlog.TopicPartition{Topic: t.Name, Partition: index}],
+		Writeback:      b.writeback}
 	l, err := rlog.Open(dir, b.logConfigFor(t), opts)
 	if err != nil {
 		return nil, fmt.Errorf("open partition %s-%d: %w", t.Name, index, err)

@@ -103,6 +103,7 @@ func (l *Log) appendStaged(records []byte, res AppendResult, maxTs int64) (Appen
 	l.leo.Store(res.LastOffset + 1)
 	s.size.Store(pos)
 	l.size.Add(int64(len(records)))
+	l.noteWritten(int64(len(records)))
 	// Kafka's maybeAssignEpochStartOffset: an epoch starts at its first batch.
 	epochsChanged := false
 	for i := range l.hdrs {

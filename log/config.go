@@ -116,4 +116,7 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives recovery and I/O reports; nil means slog.Default().
 	Logger *slog.Logger
+	// Writeback, when set, keeps the log's page cache to its window (log.cache.window.bytes);
+	// nil leaves the page cache to the kernel.
+	Writeback *Writeback
 }

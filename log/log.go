@@ -27,6 +27,7 @@ type Log struct {
 	recoveryPoint  atomic.Int64 // offsets below it are fsynced
 	lastFlushNanos atomic.Int64 // Now() of the last completed flush
 	dirDirty       atomic.Bool  // segment files were created or removed since the last flush
+	wbQueued       atomic.Bool  // the log waits in Options.Writeback's queue
 
 	mu        sync.Mutex
 	active    *segment
@@ -36,6 +37,7 @@ type Log struct {
 	epochsDirty bool
 	leaderEpoch int32
 	unflushed   int64         // records appended since the last Flush or flush.messages flush
+	wbPending   int64         // bytes appended since the log last queued for Options.Writeback
 	hdrs        []batchHeader // scratch for Append, reused
 	closed      bool
 	// failed is set when a failed write could not be undone; appends refuse until reopen,

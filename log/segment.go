@@ -70,6 +70,16 @@ type segment struct {
 	firstTs     int64     // maxTimestamp of the first batch; -1 when empty (segment.ms)
 	created     time.Time // when this process created or loaded the segment (segment.ms fallback)
 	sinceIndex  int64     // bytes appended since the last index entry
+
+	// Page-cache writeback state, used only by the Writeback goroutine: the writeback of
+	// bytes below wbStarted was started; bytes below wbDropped were dropped from the page
+	// cache (readers load it to read such bytes in before a ring sends them), and those from
+	// wbRetry on, which the kernel kept, are dropped again by the next pass, for the
+	// wbTries-th time. wbVec is scratch for mincore.
+	wbStarted, wbRetry int64
+	wbTries            int
+	wbVec              []byte
+	wbDropped          atomic.Int64
 }
 
 func newSegment(base int64, path string, f *os.File, logger *slog.Logger, now time.Time) *segment {
@@ -344,7 +354,22 @@ func (s *segment) read(offset int64, maxBytes int, maxOffset int64, minOneBatch 
 		}
 	}
 	s.noteMapped(p - start)
+	if start < s.wbDropped.Load() {
+		s.readIn(start, p)
+	}
 	return s.data[start:p:p], start, true
+}
+
+// readIn reads bytes start..end, which Writeback dropped from the page cache, back into it and
+// maps them, so that the ring thread that sends them never waits for the disk. The reader
+// (a handler worker) waits instead. Kernels before 5.14 only start the read-ahead.
+func (s *segment) readIn(start, end int64) {
+	if end <= start {
+		return
+	}
+	if err := unix.Madvise(s.data[start:end], unix.MADV_POPULATE_READ); err != nil {
+		_ = unix.Madvise(s.data[start:end], unix.MADV_WILLNEED)
+	}
 }
 
 // positionOf returns the position of the first batch at or after from whose base offset is at

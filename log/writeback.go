@@ -1,0 +1,230 @@
+package log
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Writeback keeps the page cache of its logs to a window of each log's newest bytes. Each
+// time a log has grown by a step, one goroutine starts the writeback of the new bytes to disk
+// (sync_file_range) and drops from the page cache what lies more than the window behind the
+// log end, once written back. Appends then reuse the pages it freed instead of the kernel
+// taking fresh ones, and dirty data reaches the disk steadily rather than in bursts when the
+// kernel's dirty limits trip. Fresh pages are what a page-cache write costs most where a
+// hypervisor backs guest memory lazily (see docs/DESIGN.md, "Page cache"). Durability is
+// unchanged: fsync and replication decide it, not this.
+//
+// Readers further behind than the window read from disk. A window of 0 means no Writeback:
+// the broker then leaves the page cache to the kernel, as Kafka does.
+type Writeback struct {
+	window int64
+	step   int64
+	logger *slog.Logger
+
+	mu    sync.Mutex
+	queue []*Log
+	wake  chan struct{}
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+// writebackMaxStep is the most a log grows between two writeback passes.
+const writebackMaxStep = 4 << 20
+
+// NewWriteback returns a Writeback keeping window bytes of each log cached (at least one
+// page). Start runs it; logs opened with it in Options.Writeback queue themselves.
+func NewWriteback(window int64, logger *slog.Logger) *Writeback {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	window = max(window, int64(os.Getpagesize()))
+	return &Writeback{
+		window: window,
+		step:   min(writebackMaxStep, max(window/4, int64(os.Getpagesize()))),
+		logger: logger,
+		wake:   make(chan struct{}, 1),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+}
+
+// Start runs the writeback goroutine until Stop.
+func (w *Writeback) Start() { go w.run() }
+
+// Stop ends the goroutine started by Start and waits for it; queued logs are left as they are.
+func (w *Writeback) Stop() {
+	close(w.stop)
+	<-w.done
+}
+
+// enqueue hands l to the goroutine; Log.noteWritten calls it at most once until the pass.
+func (w *Writeback) enqueue(l *Log) {
+	w.mu.Lock()
+	w.queue = append(w.queue, l)
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *Writeback) run() {
+	defer close(w.done)
+	var batch []*Log
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-w.wake:
+		}
+		w.mu.Lock()
+		batch, w.queue = w.queue, batch[:0]
+		w.mu.Unlock()
+		for i, l := range batch {
+			l.wbQueued.Store(false)
+			if err := l.writeback(w.window); err != nil {
+				w.logger.Warn("page-cache writeback", "dir", l.dir, "err", err)
+			}
+			batch[i] = nil
+		}
+	}
+}
+
+// noteWritten counts n appended bytes towards the next writeback pass and queues the log for
+// it once they reach the step. Called under l.mu.
+func (l *Log) noteWritten(n int64) {
+	w := l.opts.Writeback
+	if w == nil {
+		return
+	}
+	l.wbPending += n
+	if l.wbPending < w.step {
+		return
+	}
+	l.wbPending = 0
+	if !l.wbQueued.Swap(true) {
+		w.enqueue(l)
+	}
+}
+
+// writeback starts the writeback of every segment's bytes not yet started and drops from the
+// page cache the bytes more than window behind the log end. Only the Writeback goroutine
+// calls it, so the segments' writeback marks need no lock.
+func (l *Log) writeback(window int64) error {
+	segsp := l.segs.Load()
+	if segsp == nil {
+		return nil
+	}
+	segs := *segsp
+	page := int64(os.Getpagesize())
+	var after int64 // bytes of the segments after segs[i]
+	for i := len(segs) - 1; i >= 0; i-- {
+		s := segs[i]
+		size := s.size.Load()
+		keep := max(window-after, 0)
+		after += size
+		dropTo := max(size-keep, 0) / page * page
+		if keep == 0 { // an older segment wholly behind the window: its last page too
+			dropTo = (size + page - 1) / page * page
+		}
+		// A truncation may have cut the segment below its marks.
+		s.wbStarted, s.wbRetry = min(s.wbStarted, size), min(s.wbRetry, dropTo)
+		if s.wbDropped.Load() > dropTo {
+			s.wbDropped.Store(dropTo)
+		}
+		if s.wbStarted == size && s.wbRetry == dropTo {
+			continue
+		}
+		if !s.tryRef() {
+			continue
+		}
+		err := s.writeback(size, dropTo)
+		s.decRef()
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.path, err)
+		}
+	}
+	return nil
+}
+
+// writeback starts the writeback of bytes wbStarted..size and, once they are on disk, drops
+// bytes wbRetry..dropTo from the page cache.
+//
+// The kernel skips pages it cannot drop at that moment (a reference held elsewhere for a
+// while, as around their writeback), so a pass that finds some of its range still cached
+// leaves wbRetry at the first such page, and the next passes drop from there again, up to
+// maxDropTries times. Each drop starts at a multiple of the largest folio size so that no
+// folio reaching back before wbRetry stays.
+func (s *segment) writeback(size, dropTo int64) error {
+	if size > s.wbStarted {
+		if err := unix.SyncFileRange(s.fd, s.wbStarted, size-s.wbStarted, unix.SYNC_FILE_RANGE_WRITE); err != nil {
+			return fmt.Errorf("start writeback: %w", err)
+		}
+		s.wbStarted = size
+	}
+	from := s.wbRetry &^ (maxFolioBytes - 1)
+	if dropTo <= from {
+		return nil
+	}
+	n := dropTo - from
+	if err := unix.SyncFileRange(s.fd, from, n,
+		unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER); err != nil {
+		return fmt.Errorf("wait for writeback: %w", err)
+	}
+	// The page cache keeps pages that are mapped, and the process's own mapping holds those
+	// readers touched: unmap them first (a reader still sending from them faults them back in).
+	end := min(dropTo, int64(len(s.data)))
+	if end > from {
+		if err := unix.Madvise(s.data[from:end], unix.MADV_DONTNEED); err != nil {
+			return fmt.Errorf("unmap cached pages: %w", err)
+		}
+	}
+	if err := unix.Fadvise(s.fd, from, n, unix.FADV_DONTNEED); err != nil {
+		return fmt.Errorf("drop cached pages: %w", err)
+	}
+	s.wbDropped.Store(dropTo)
+	s.wbRetry = dropTo
+	if end > from && s.wbTries < maxDropTries {
+		if at, err := firstCached(s.data[from:end], &s.wbVec); err != nil {
+			return err
+		} else if at >= 0 {
+			s.wbRetry = from + at
+			s.wbTries++
+			return nil
+		}
+	}
+	s.wbTries = 0
+	return nil
+}
+
+// maxFolioBytes is the largest folio the page cache uses for a file: a PMD's worth on x86-64
+// and arm64 with 4 KiB pages.
+const maxFolioBytes = 2 << 20
+
+// maxDropTries bounds how many passes in a row drop the same range again.
+const maxDropTries = 16
+
+// firstCached returns the offset in b, a page-aligned file mapping, of its first page in the
+// page cache, or -1. vec is scratch space of at least one byte per page.
+func firstCached(b []byte, vec *[]byte) (int64, error) {
+	page := os.Getpagesize()
+	pages := (len(b) + page - 1) / page
+	if cap(*vec) < pages {
+		*vec = make([]byte, pages)
+	}
+	v := (*vec)[:pages]
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(unsafe.Pointer(&v[0]))); errno != 0 {
+		return 0, fmt.Errorf("mincore: %w", errno)
+	}
+	for i, r := range v {
+		if r&1 != 0 {
+			return int64(i) * int64(page), nil
+		}
+	}
+	return -1, nil
+}
