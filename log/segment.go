@@ -360,16 +360,21 @@ func (s *segment) read(offset int64, maxBytes int, maxOffset int64, minOneBatch 
 	return s.data[start:p:p], start, true
 }
 
-// readIn reads bytes start..end, which Writeback dropped from the page cache, back into it and
-// maps them, so that the ring thread that sends them never waits for the disk. The reader
-// (a handler worker) waits instead. Kernels before 5.14 only start the read-ahead.
+// readIn reads bytes start..end, which Writeback dropped from the page cache, back into it,
+// so that the ring thread that sends them never waits for the disk; the reader (a handler
+// worker) waits instead. The pages are mapped to read them and unmapped at once: the page
+// cache keeps them, and the broker's resident memory does not grow with them. Kernels before
+// 5.14 only start the read-ahead.
 func (s *segment) readIn(start, end int64) {
 	if end <= start {
 		return
 	}
-	if err := unix.Madvise(s.data[start:end], unix.MADV_POPULATE_READ); err != nil {
-		_ = unix.Madvise(s.data[start:end], unix.MADV_WILLNEED)
+	from := start &^ int64(os.Getpagesize()-1) // madvise takes whole pages
+	if err := unix.Madvise(s.data[from:end], unix.MADV_POPULATE_READ); err != nil {
+		_ = unix.Madvise(s.data[from:end], unix.MADV_WILLNEED)
+		return
 	}
+	_ = unix.Madvise(s.data[from:end], unix.MADV_DONTNEED)
 }
 
 // positionOf returns the position of the first batch at or after from whose base offset is at
