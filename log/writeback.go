@@ -210,7 +210,7 @@ const maxFolioBytes = 2 << 20
 const maxDropTries = 16
 
 // firstCached returns the offset in b, a page-aligned file mapping, of its first page in the
-// page cache, or -1. vec is scratch space of at least one byte per page.
+// page cache, or -1. vec is scratch space, grown to one byte per page.
 func firstCached(b []byte, vec *[]byte) (int64, error) {
 	page := os.Getpagesize()
 	pages := (len(b) + page - 1) / page
@@ -218,8 +218,8 @@ func firstCached(b []byte, vec *[]byte) (int64, error) {
 		*vec = make([]byte, pages)
 	}
 	v := (*vec)[:pages]
-	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(unsafe.Pointer(&v[0]))); errno != 0 {
-		return 0, fmt.Errorf("mincore: %w", errno)
+	if err := mincore(b, v); err != nil {
+		return 0, err
 	}
 	for i, r := range v {
 		if r&1 != 0 {
@@ -227,4 +227,13 @@ func firstCached(b []byte, vec *[]byte) (int64, error) {
 		}
 	}
 	return -1, nil
+}
+
+// mincore fills vec, one byte per page of b (a page-aligned mapping), with bit 0 set for the
+// pages in the page cache.
+func mincore(b, vec []byte) error {
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+		return fmt.Errorf("mincore: %w", errno)
+	}
+	return nil
 }

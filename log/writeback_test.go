@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -34,8 +33,8 @@ func residentPages(t *testing.T, path string) []bool {
 	defer unix.Munmap(m)
 	page := os.Getpagesize()
 	vec := make([]byte, (len(m)+page-1)/page)
-	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
-		t.Fatalf("mincore: %v", errno)
+	if err := mincore(m, vec); err != nil {
+		t.Fatal(err)
 	}
 	out := make([]bool, len(vec))
 	for i, v := range vec {
