@@ -285,6 +285,8 @@ func (f *fetchOp) attemptLocked(final bool) bool {
 			if f.replica >= 0 {
 				b.followerFetched(p, f.replica, rp.FetchOffset, now)
 				fp.HighWatermark, fp.LastStableOffset = p.highWatermark(), p.highWatermark()
+			} else {
+				p.log.NoteReader(rp.FetchOffset)
 			}
 			limit := int(rp.PartitionMaxBytes)
 			if room := maxBytes - total; room < limit {

@@ -28,6 +28,8 @@ type Log struct {
 	lastFlushNanos atomic.Int64 // Now() of the last completed flush
 	dirDirty       atomic.Bool  // segment files were created or removed since the last flush
 	wbQueued       atomic.Bool  // the log waits in Options.Writeback's queue
+	readerAt       atomic.Int64 // the furthest offset a consumer asked to read from (NoteReader)
+	readerSeen     atomic.Int64 // Now() in Unix nanoseconds of the last NoteReader
 
 	mu        sync.Mutex
 	active    *segment

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -19,8 +20,11 @@ import (
 // hypervisor backs guest memory lazily (see docs/DESIGN.md, "Page cache"). Durability is
 // unchanged: fsync and replication decide it, not this.
 //
-// Readers further behind than the window read from disk. A window of 0 means no Writeback:
-// the broker then leaves the page cache to the kernel, as Kafka does.
+// Bytes that a consumer reading the log (NoteReader) has not read yet stay cached too, up to
+// unreadWindows windows behind the end, so a consumer that falls behind for a while reads
+// from memory, and its pages are freed for new appends once it has read them. Readers further
+// behind read from disk. A window of 0 means no Writeback: the broker then leaves the page
+// cache to the kernel, as Kafka does.
 type Writeback struct {
 	window int64
 	step   int64
@@ -35,6 +39,13 @@ type Writeback struct {
 
 // writebackMaxStep is the most a log grows between two writeback passes.
 const writebackMaxStep = 4 << 20
+
+// unreadWindows is how many windows behind the log end a reader's unread bytes stay cached.
+const unreadWindows = 4
+
+// readerIdle is how long after its last read a reader stops keeping unread bytes cached, so a
+// consumer that went away does not hold them.
+const readerIdle = 10 * time.Second
 
 // NewWriteback returns a Writeback keeping window bytes of each log cached (at least one
 // page). Start runs it; logs opened with it in Options.Writeback queue themselves.
@@ -112,9 +123,48 @@ func (l *Log) noteWritten(n int64) {
 	}
 }
 
+// NoteReader records that a consumer asked to read the log from offset on: Writeback keeps
+// the bytes from there to the log end cached (up to unreadWindows windows) while such reads
+// keep coming. With several consumers the one furthest ahead counts. Followers need not call
+// it: they read within the window.
+func (l *Log) NoteReader(offset int64) {
+	if l.opts.Writeback == nil {
+		return
+	}
+	for {
+		cur := l.readerAt.Load()
+		if offset <= cur || l.readerAt.CompareAndSwap(cur, offset) {
+			break
+		}
+	}
+	l.readerSeen.Store(l.opts.Now().UnixNano())
+}
+
+// keepBytes is how many bytes at the end of segs a pass keeps cached: the window, or the bytes
+// an active reader has not read yet, at most unreadWindows windows.
+func (l *Log) keepBytes(segs []*segment, window int64) int64 {
+	if l.opts.Now().UnixNano()-l.readerSeen.Load() > int64(readerIdle) {
+		return window
+	}
+	at, limit := l.readerAt.Load(), unreadWindows*window
+	var unread int64
+	for i := len(segs) - 1; i >= 0 && unread < limit; i-- {
+		s := segs[i]
+		if s.base <= at {
+			// The index gives a batch start at or before the reader's offset: a little more
+			// is kept, never less.
+			unread += max(s.size.Load()-s.offIdx.lookupPosition(at-s.base), 0)
+			break
+		}
+		unread += s.size.Load()
+	}
+	return max(window, min(unread, limit))
+}
+
 // writeback starts the writeback of every segment's bytes not yet started and drops from the
-// page cache the bytes more than window behind the log end. Only the Writeback goroutine
-// calls it, so the segments' writeback marks need no lock.
+// page cache the bytes more than window behind the log end, or more if a reader has not read
+// them yet (keepBytes). Only the Writeback goroutine calls it, so the segments' writeback
+// marks need no lock.
 func (l *Log) writeback(window int64) error {
 	segsp := l.segs.Load()
 	if segsp == nil {
@@ -122,21 +172,20 @@ func (l *Log) writeback(window int64) error {
 	}
 	segs := *segsp
 	page := int64(os.Getpagesize())
+	keepAll := l.keepBytes(segs, window)
 	var after int64 // bytes of the segments after segs[i]
 	for i := len(segs) - 1; i >= 0; i-- {
 		s := segs[i]
 		size := s.size.Load()
-		keep := max(window-after, 0)
+		dropTo, windowTo := dropBoundary(size, keepAll-after, page), dropBoundary(size, window-after, page)
 		after += size
-		dropTo := max(size-keep, 0) / page * page
-		if keep == 0 { // an older segment wholly behind the window: its last page too
-			dropTo = (size + page - 1) / page * page
+		// A truncation may have cut the segment below its marks. Otherwise what was dropped
+		// stays dropped, even when a reader now keeps more: readers read it in (readIn).
+		if s.wbDropped.Load() > windowTo {
+			s.wbDropped.Store(windowTo)
 		}
-		// A truncation may have cut the segment below its marks.
+		dropTo = max(dropTo, s.wbDropped.Load())
 		s.wbStarted, s.wbRetry = min(s.wbStarted, size), min(s.wbRetry, dropTo)
-		if s.wbDropped.Load() > dropTo {
-			s.wbDropped.Store(dropTo)
-		}
 		if s.wbStarted == size && s.wbRetry == dropTo {
 			continue
 		}
@@ -150,6 +199,15 @@ func (l *Log) writeback(window int64) error {
 		}
 	}
 	return nil
+}
+
+// dropBoundary is how far from its start a segment of size bytes is dropped when keep of its
+// bytes are to stay cached: whole pages only, but all of it, its last page too, when none are.
+func dropBoundary(size, keep, page int64) int64 {
+	if keep <= 0 {
+		return (size + page - 1) / page * page
+	}
+	return max(size-keep, 0) / page * page
 }
 
 // writeback starts the writeback of bytes wbStarted..size and, once they are on disk, drops

@@ -180,3 +180,61 @@ func TestWritebackAfterTruncation(t *testing.T) {
 		t.Fatalf("read %d batches after truncation and appends; want 68", n)
 	}
 }
+
+// TestWritebackKeepsUnreadBytes checks that bytes a reader has not read yet stay cached beyond
+// the window, up to unreadWindows windows, that they go once read, and that a reader who went
+// quiet keeps nothing beyond the window.
+func TestWritebackKeepsUnreadBytes(t *testing.T) {
+	const window = 64 << 10
+	now := time.Unix(1000, 0)
+	cfg := testConfig()
+	cfg.SegmentBytes = 1 << 20
+	l := mustOpen(t, t.TempDir(), cfg, Options{Writeback: NewWriteback(window, testLogger(t)), Now: func() time.Time { return now }})
+	defer l.Close()
+	l.NoteReader(0)
+	for i := 0; i < 48; i++ { // 48 batches of 8 records, about 8 KiB each: 384 KiB
+		mustAppend(t, l, makeBatch(t, plain(8, 1000, int64(i))))
+	}
+	page := int64(os.Getpagesize())
+	s := l.active
+	// cachedAs checks that the pages within keep of the end are cached and those further
+	// back are not, after passes (the kernel may keep a page one pass could not drop).
+	cachedAs := func(keep int64) {
+		t.Helper()
+		var errs []string
+		for range 20 {
+			if err := l.writeback(window); err != nil {
+				t.Fatalf("writeback: %v", err)
+			}
+			errs = errs[:0]
+			for p, in := range residentPages(t, s.path) {
+				switch behind := s.size.Load() - int64(p)*page; {
+				case behind > keep+page && in:
+					errs = append(errs, fmt.Sprintf("page %d, %d bytes behind the end, is cached", p, behind))
+				case behind <= keep-page && !in:
+					errs = append(errs, fmt.Sprintf("page %d, %d bytes behind the end, was dropped", p, behind))
+				}
+			}
+			if len(errs) == 0 {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatalf("keeping %d bytes: %v", keep, errs)
+	}
+	cachedAs(unreadWindows * window) // 384 KiB unread: capped at four windows
+
+	l.NoteReader(8 * 44) // four batches, about 32 KiB, left to read: the window is kept
+	cachedAs(window)
+
+	// A reader that went quiet keeps nothing beyond the window, however far behind it is.
+	l2 := mustOpen(t, t.TempDir(), cfg, Options{Writeback: NewWriteback(window, testLogger(t)), Now: func() time.Time { return now }})
+	defer l2.Close()
+	l2.NoteReader(0)
+	now = now.Add(readerIdle + time.Second)
+	for i := 0; i < 48; i++ {
+		mustAppend(t, l2, makeBatch(t, plain(8, 1000, int64(i))))
+	}
+	l, s = l2, l2.active
+	cachedAs(window)
+}
