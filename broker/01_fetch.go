@@ -105,6 +105,14 @@ type fetchOp struct {
 
 func (f *fetchOp) queueNode() *mpsc.Node[task] { return &f.node }
 
+// replicaEpoch is the broker epoch a follower's fetch gives (ReplicaState, v15+), or -1.
+func (f *fetchOp) replicaEpoch() int64 {
+	if f.req.Version >= 15 {
+		return f.req.ReplicaState.Epoch
+	}
+	return -1
+}
+
 // wake queues a retry of f on a worker unless one is queued already.
 func (f *fetchOp) wake() {
 	if f.queued.CompareAndSwap(false, true) {
@@ -283,7 +291,7 @@ func (f *fetchOp) attemptLocked(final bool) bool {
 				}
 			}
 			if f.replica >= 0 {
-				b.followerFetched(p, f.replica, rp.FetchOffset, now)
+				b.followerFetched(p, f.replica, f.replicaEpoch(), rp.FetchOffset, now)
 				fp.HighWatermark, fp.LastStableOffset = p.highWatermark(), p.highWatermark()
 			} else {
 				p.log.NoteReader(rp.FetchOffset)

@@ -258,7 +258,7 @@ func (f *replicaFetcher) request(parts []*partition) *kmsg.FetchRequest {
 	req.Version = replicaFetchVersion
 	req.ReplicaID = -1
 	req.ReplicaState.ID = cfg.NodeID
-	req.ReplicaState.Epoch = -1
+	req.ReplicaState.Epoch = f.b.brokerEpoch()
 	req.MaxWaitMillis = int32(cfg.ReplicaFetchWaitMax.Milliseconds())
 	req.MinBytes = cfg.ReplicaFetchMinBytes
 	req.MaxBytes = cfg.ReplicaFetchRespMax

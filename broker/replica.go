@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,6 +40,8 @@ type followerProgress struct {
 	// end offset then: a fetch reaching that offset proves it was caught up at that time.
 	lastFetch          time.Time
 	lastFetchLeaderLEO int64
+	// epoch is the broker epoch the follower's last fetch gave (KIP-903), -1 when none.
+	epoch int64
 }
 
 // hwWait is an acks=all Produce waiting for the high watermark to pass its batch.
@@ -105,7 +108,7 @@ func (p *partition) applyState(st *replicaState, self int32, now time.Time) ([]h
 		// and the ones it removed are forgotten.
 		for _, r := range st.replicas {
 			if _, ok := p.repl.followers[r]; !ok && r != self {
-				p.repl.followers[r] = &followerProgress{leo: -1, lastCaughtUp: now, lastFetchLeaderLEO: -1}
+				p.repl.followers[r] = &followerProgress{leo: -1, lastCaughtUp: now, lastFetchLeaderLEO: -1, epoch: -1}
 			}
 		}
 		for r := range p.repl.followers {
@@ -241,7 +244,7 @@ func (p *partition) waitHW(upto int64, done func(*kerr.Error)) bool {
 // is caught up, and from that the high watermark. It returns whether the follower, outside the
 // ISR, has now caught up enough to join it (its log end reaches the high watermark and the
 // current leader epoch's start).
-func (p *partition) followerFetched(replica int32, offset int64, now time.Time, self int32, epochStart int64) (hwMoved, joinISR bool) {
+func (p *partition) followerFetched(replica int32, brokerEpoch, offset int64, now time.Time, self int32, epochStart int64) (hwMoved, joinISR bool) {
 	p.replMu.Lock()
 	defer p.replMu.Unlock()
 	st := p.st.Load()
@@ -249,6 +252,7 @@ func (p *partition) followerFetched(replica int32, offset int64, now time.Time, 
 	if st == nil || !st.leader || f == nil {
 		return false, false
 	}
+	f.epoch = brokerEpoch
 	leo := p.log.LogEndOffset()
 	switch {
 	case offset >= leo:
@@ -261,6 +265,16 @@ func (p *partition) followerFetched(replica int32, offset int64, now time.Time, 
 	hwMoved = p.advanceHWLocked(self)
 	inISR := slices.Contains(st.isr, replica) || slices.Contains(p.repl.pendingISR, replica)
 	return hwMoved, !inISR && p.repl.pendingISR == nil && offset >= p.hw.Load() && offset >= epochStart
+}
+
+// followerEpoch is the broker epoch of replica's last fetch, or -1.
+func (p *partition) followerEpoch(replica int32) int64 {
+	p.replMu.Lock()
+	defer p.replMu.Unlock()
+	if f := p.repl.followers[replica]; f != nil {
+		return f.epoch
+	}
+	return -1
 }
 
 // laggingISR returns the ISR members (other than this leader) not caught up for lagMax: the
@@ -319,10 +333,10 @@ func (b *Broker) stateFor(t *meta.Topic, pm meta.Partition) *replicaState {
 // followerFetched records a follower's fetch of p from offset and acts on it: consumers parked
 // on p look again when the high watermark moved, and a follower that caught up is proposed
 // back into the ISR.
-func (b *Broker) followerFetched(p *partition, replica int32, offset int64, now time.Time) {
+func (b *Broker) followerFetched(p *partition, replica int32, brokerEpoch, offset int64, now time.Time) {
 	st := p.state()
 	_, epochStart := p.log.EndOffsetForEpoch(st.leaderEpoch - 1)
-	moved, join := p.followerFetched(replica, offset, now, b.cfg.NodeID, epochStart)
+	moved, join := p.followerFetched(replica, brokerEpoch, offset, now, b.cfg.NodeID, epochStart)
 	if moved {
 		p.wakeWaiters()
 	}
@@ -361,9 +375,9 @@ func (b *Broker) shrinkISRs(now time.Time) {
 	}
 }
 
-// changeISR proposes isr as p's in-sync replica set to the controller (Kafka's AlterPartition),
-// based on the partition state st: the metadata log refuses it when another change came first
-// (a stale partition epoch), and the next image brings the outcome either way. One change per
+// changeISR proposes isr as p's in-sync replica set to the active controller with an
+// AlterPartition, based on the partition state st: the controller refuses it when another
+// change came first (a stale partition epoch), and the next image brings the outcome either way. One change per
 // partition is in flight at a time; the high watermark counts both sets meanwhile.
 func (b *Broker) changeISR(p *partition, st *replicaState, isr []int32) {
 	if !p.beginISRChange(isr) {
@@ -382,7 +396,7 @@ func (b *Broker) changeISR(p *partition, st *replicaState, isr []int32) {
 			p.endISRChange()
 			return
 		}
-		if _, err := b.meta.Commit([]meta.Record{pm.Next(t.ID, pm.Leader, pm.LeaderEpoch, isr)}); err != nil {
+		if err := b.alterISR(context.Background(), p, t.ID, pm, isr); err != nil {
 			b.logger.Warn("ISR change not committed", "topic", p.topic, "partition", p.index, "isr", isr, "err", err)
 			p.endISRChange()
 		}

@@ -27,8 +27,8 @@ const (
 // forwardRequest is what a controller sends the active one.
 type forwardRequest struct {
 	// Kind is "commit" (Records, encoded), "heartbeat" (NodeID, Incarnation, and Addr from a
-	// learner), "unreachable" (NodeID, Incarnation: a broker that refused a connection) or
-	// "join" (NodeID, Addr: add a learner).
+	// learner), "unreachable" (NodeID, Incarnation: a broker that refused a connection),
+	// "join" (NodeID, Addr: add a learner) or "alter_partition" (Body).
 	Kind        string `json:"kind"`
 	Records     []byte `json:"records,omitempty"`
 	NodeID      int32  `json:"node_id,omitempty"`
@@ -37,6 +37,8 @@ type forwardRequest struct {
 	Addr string `json:"addr,omitempty"`
 	// WantShutdown is a heartbeat's request for a controlled shutdown.
 	WantShutdown bool `json:"want_shutdown,omitempty"`
+	// Body is an "alter_partition" request: Kafka's AlterPartition request, encoded.
+	Body []byte `json:"body,omitempty"`
 }
 
 // forwardResponse answers a forwardRequest: the entry's index, or why not.
@@ -48,6 +50,8 @@ type forwardResponse struct {
 	// ShouldShutdown answers a heartbeat that asked for a controlled shutdown: the broker
 	// leads nothing any more and may stop.
 	ShouldShutdown bool `json:"should_shutdown,omitempty"`
+	// Body answers an "alter_partition" request: Kafka's AlterPartition response, encoded.
+	Body []byte `json:"body,omitempty"`
 }
 
 // unreachableError says a forward did not reach the leader, so nothing was proposed.
@@ -132,6 +136,7 @@ func (s *RaftStore) serveForward(body []byte) forwardResponse {
 	var idx uint64
 	var err error
 	var shouldShutdown bool
+	var out []byte
 	switch req.Kind {
 	case "commit":
 		var recs []Record
@@ -154,6 +159,8 @@ func (s *RaftStore) serveForward(body []byte) forwardResponse {
 		err = s.recordSuspect(req.NodeID, req.Incarnation)
 	case "join":
 		err = s.addLearner(req.NodeID, req.Addr)
+	case "alter_partition":
+		out, err = s.serveAlterPartition(req.Body)
 	default:
 		err = fmt.Errorf("unknown forwarded request kind %q", req.Kind)
 	}
@@ -164,5 +171,5 @@ func (s *RaftStore) serveForward(body []byte) forwardResponse {
 	case err != nil:
 		return forwardResponse{Err: err.Error()}
 	}
-	return forwardResponse{Index: idx, ShouldShutdown: shouldShutdown}
+	return forwardResponse{Index: idx, ShouldShutdown: shouldShutdown, Body: out}
 }

@@ -43,6 +43,10 @@ type Broker struct {
 	Rack   string
 	// Incarnation identifies the process that registered; zero on a single node.
 	Incarnation UUID
+	// Epoch is the broker epoch (KIP-903): it grows by one with each registration of a new
+	// incarnation of the node, so that an ISR change built on what an earlier process of the
+	// node fetched is refused.
+	Epoch int64 `json:",omitempty"`
 	// Fenced brokers stopped heartbeating: they lead nothing and are not listed to clients.
 	Fenced bool
 	// InControlledShutdown brokers asked to stop: leadership moves away from them and they
@@ -218,9 +222,16 @@ func (im *Image) Apply(offset int64, recs []Record) (*Image, error) {
 				t.Partitions = append(t.Partitions, p)
 			case int(r.Partition) < len(t.Partitions):
 				old := t.Partitions[r.Partition]
-				for _, n := range p.ISR {
-					if next.Brokers[n].InControlledShutdown && !old.InISR(n) {
+				for j, n := range p.ISR {
+					if old.InISR(n) {
+						continue
+					}
+					if next.Brokers[n].InControlledShutdown {
 						return nil, fmt.Errorf("record %d: partition %d of %q: broker %d is in controlled shutdown: %w", i, r.Partition, t.Name, n, ErrIneligibleReplica)
+					}
+					if j < len(r.ISREpochs) && r.ISREpochs[j] >= 0 && r.ISREpochs[j] != next.Brokers[n].Epoch {
+						return nil, fmt.Errorf("record %d: partition %d of %q: broker %d fetched at epoch %d, registered at %d: %w",
+							i, r.Partition, t.Name, n, r.ISREpochs[j], next.Brokers[n].Epoch, ErrIneligibleReplica)
 					}
 				}
 				cur := old.PartitionEpoch
@@ -267,7 +278,12 @@ func (im *Image) Apply(offset int64, recs []Record) (*Image, error) {
 				brokersCopied = true
 			}
 			if r.Type == TypeBroker {
-				next.Brokers[r.NodeID] = Broker{NodeID: r.NodeID, Host: r.Host, Port: r.Port, Rack: r.Rack, Incarnation: r.Incarnation}
+				old, ok := next.Brokers[r.NodeID]
+				epoch := old.Epoch + 1
+				if ok && old.Incarnation == r.Incarnation && old.Epoch > 0 {
+					epoch = old.Epoch
+				}
+				next.Brokers[r.NodeID] = Broker{NodeID: r.NodeID, Host: r.Host, Port: r.Port, Rack: r.Rack, Incarnation: r.Incarnation, Epoch: epoch}
 				break
 			}
 			br, ok := next.Brokers[r.NodeID]

@@ -93,6 +93,8 @@ type RaftStore struct {
 	heartbeats map[int32]Heartbeat
 	// suspects carries reports of brokers found not listening to the active controller.
 	suspects chan Suspect
+	// alterPartition decides AlterPartition requests while this node is the active controller.
+	alterPartition atomic.Pointer[AlterPartitionHandler]
 
 	closed atomic.Bool
 	wg     sync.WaitGroup

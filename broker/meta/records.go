@@ -51,6 +51,10 @@ type Record struct {
 	// the adding ones catch up, then a record without either list completes the move.
 	AddingReplicas   []int32 `json:"adding_replicas,omitempty"`
 	RemovingReplicas []int32 `json:"removing_replicas,omitempty"`
+	// ISREpochs, when set, holds for each ISR member the broker epoch its leader saw it fetch
+	// with (-1: not checked), as AlterPartition's NewIsrWithEpochs (KIP-903): a member new to
+	// the ISR whose epoch is not its registration's is refused.
+	ISREpochs []int64 `json:"isr_epochs,omitempty"`
 
 	// Config: a topic config key set to Value, or removed when Value is nil.
 	ConfigKey   string  `json:"config_key,omitempty"`
