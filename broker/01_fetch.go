@@ -340,7 +340,7 @@ func (f *fetchOp) attemptLocked(final bool) bool {
 		// The kernel has copied the record bytes out of the mapping: give its pages back, so
 		// the process's resident memory does not grow with what it serves.
 		for _, rr := range reads {
-			rlog.DropMapped(rr.Data)
+			rr.DropMapped()
 		}
 		release()
 	})

@@ -9,7 +9,7 @@
 // descriptor. Reads return slices of read-only shared mappings of the segments, touching only
 // batch headers; a segment is reference-counted and unmapped only when the log has dropped it
 // and the last reader has released it, so the slices can be handed to the kernel for
-// zero-copy sends, after which DropMapped gives their pages back. Leader epochs are kept in
+// zero-copy sends, after which ReadResult.DropMapped gives their pages back. Leader epochs are kept in
 // leader-epoch-checkpoint for OffsetForLeaderEpoch.
 //
 // Open recovers the tail after an unclean shutdown: every segment from the one holding the

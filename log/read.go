@@ -2,10 +2,6 @@ package log
 
 import (
 	"fmt"
-	"os"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"ringbroker/internal/recordbatch"
 )
@@ -24,25 +20,26 @@ type ReadResult struct {
 	// Release drops the segment reference that keeps Data mapped. Call it exactly once, after
 	// the last use of Data (for SEND_ZC, after the kernel's notification). Never nil.
 	Release func()
+
+	seg *segment // the segment Data maps, nil when Data is empty
 }
 
 func noRelease() {}
 
-// DropMapped unmaps the process's pages of data, a slice of a ReadResult's Data, before the
-// result is released (MADV_DONTNEED; the page cache keeps them): a sender calls it once the
-// kernel has copied the bytes, so serving the log does not grow the broker's resident memory.
-// Small reads are left to the segment, which drops its pages once enough are mapped.
-// Pages at the edges that data shares with neighbours are dropped too; whoever reads them
-// next faults them in again.
-func DropMapped(data []byte) {
-	if len(data) < dropMappedMinBytes {
+// DropMapped unmaps the process's pages of the result's Data before it is released
+// (MADV_DONTNEED; the page cache keeps them): a sender calls it once the kernel has copied the
+// bytes, so serving the log does not grow the broker's resident memory. Small reads are left
+// to the segment, which drops its pages once enough are mapped.
+//
+// It drops whole folios around Data: a read fault maps the whole large folio it lands in
+// (Linux 6.18 on), so dropping Data's own pages alone would leave the rest of the folios at
+// its edges mapped, and a reader moving through the log would leave most of it mapped.
+// Neighbours' pages go too; whoever reads them next faults them in again.
+func (r ReadResult) DropMapped() {
+	if len(r.Data) < dropMappedMinBytes || r.seg == nil {
 		return // counted by the segment, which drops its pages in bulk
 	}
-	page := os.Getpagesize()
-	lead := int(uintptr(unsafe.Pointer(unsafe.SliceData(data))) & uintptr(page-1))
-	n := (lead + len(data) + page - 1) &^ (page - 1)
-	first := unsafe.Add(unsafe.Pointer(unsafe.SliceData(data)), -lead)
-	_ = unix.Madvise(unsafe.Slice((*byte)(first), n), unix.MADV_DONTNEED)
+	r.seg.dropMapped(r.Pos, r.Pos+int64(len(r.Data)))
 }
 
 // Read returns the batches starting with the one that contains offset, up to maxBytes (but
@@ -86,7 +83,7 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool
 			}
 			data, pos, stop := s.read(offset, maxBytes, maxOffset, minOneBatch, l.leo.Load)
 			if stop && len(data) > 0 {
-				return ReadResult{Data: data, FD: s.fd, Pos: pos, Release: s.release}, nil
+				return ReadResult{Data: data, FD: s.fd, Pos: pos, Release: s.release, seg: s}, nil
 			}
 			s.decRef()
 			if stop {

@@ -311,7 +311,7 @@ func (s *segment) deactivate() error {
 // Only the headers of the first batch and of the batches near the end of the answer are read
 // (the offset index, whose positions are batch starts, finds the last whole batch within
 // maxBytes), so serving a fetch maps in a page or two whatever its size; the kernel copies the
-// bytes themselves out of the mapping (DropMapped drops those pages again) or sends them with
+// bytes themselves out of the mapping (ReadResult.DropMapped drops those pages again) or sends them with
 // sendfile. Pages mapped by header reads are dropped now and then (noteMapped).
 func (s *segment) read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool, leo func() int64) (data []byte, pos int64, stop bool) {
 	end := s.size.Load()
@@ -374,7 +374,17 @@ func (s *segment) readIn(start, end int64) {
 		_ = unix.Madvise(s.data[from:end], unix.MADV_WILLNEED)
 		return
 	}
-	_ = unix.Madvise(s.data[from:end], unix.MADV_DONTNEED)
+	s.dropMapped(from, end)
+}
+
+// dropMapped unmaps the process's pages of bytes start..end of the segment, rounded out to
+// whole folios of the largest size (see ReadResult.DropMapped).
+func (s *segment) dropMapped(start, end int64) {
+	from := start &^ (maxFolioBytes - 1)
+	to := min((end+maxFolioBytes-1)&^(maxFolioBytes-1), int64(len(s.data)))
+	if to > from {
+		_ = unix.Madvise(s.data[from:to], unix.MADV_DONTNEED)
+	}
 }
 
 // positionOf returns the position of the first batch at or after from whose base offset is at
@@ -409,7 +419,7 @@ const (
 	// kernel's fault_around_bytes (64 KiB by default).
 	faultAroundBytes = 64 << 10
 	// dropMappedMinBytes: a sender unmaps the data of a read at least this large right after
-	// sending it (DropMapped); smaller reads count towards dropAfterBytes instead, so small
+	// sending it (ReadResult.DropMapped); smaller reads count towards dropAfterBytes instead, so small
 	// fetches do not pay a madvise each.
 	dropMappedMinBytes = 256 << 10
 	// dropAfterBytes is how much a segment may have mapped in before noteMapped drops all its
