@@ -294,7 +294,7 @@ func (f *fetchOp) attemptLocked(final bool) bool {
 				b.followerFetched(p, f.replica, f.replicaEpoch(), rp.FetchOffset, now)
 				fp.HighWatermark, fp.LastStableOffset = p.highWatermark(), p.highWatermark()
 			} else {
-				p.log.NoteReader(rp.FetchOffset)
+				p.log.NoteReader(rp.FetchOffset, now)
 			}
 			limit := int(rp.PartitionMaxBytes)
 			if room := maxBytes - total; room < limit {

@@ -47,6 +47,10 @@ const unreadWindows = 4
 // consumer that went away does not hold them.
 const readerIdle = 10 * time.Second
 
+// readerSeenStep is how stale NoteReader lets the time of the last read get before it stores
+// it again, sparing most calls a locked store.
+const readerSeenStep = 100 * time.Millisecond
+
 // NewWriteback returns a Writeback keeping window bytes of each log cached (at least one
 // page). Start runs it; logs opened with it in Options.Writeback queue themselves.
 func NewWriteback(window int64, logger *slog.Logger) *Writeback {
@@ -123,11 +127,12 @@ func (l *Log) noteWritten(n int64) {
 	}
 }
 
-// NoteReader records that a consumer asked to read the log from offset on: Writeback keeps
-// the bytes from there to the log end cached (up to unreadWindows windows) while such reads
-// keep coming. With several consumers the one furthest ahead counts. Followers need not call
-// it: they read within the window.
-func (l *Log) NoteReader(offset int64) {
+// NoteReader records that a consumer asked at now to read the log from offset on: Writeback
+// keeps the bytes from there to the log end cached (up to unreadWindows windows) while such
+// reads keep coming. With several consumers the one furthest ahead counts. Followers need not
+// call it: they read within the window. The caller passes the time it already has, so that
+// a fetch of many partitions reads the clock once.
+func (l *Log) NoteReader(offset int64, now time.Time) {
 	if l.opts.Writeback == nil {
 		return
 	}
@@ -137,7 +142,9 @@ func (l *Log) NoteReader(offset int64) {
 			break
 		}
 	}
-	l.readerSeen.Store(l.opts.Now().UnixNano())
+	if t := now.UnixNano(); t-l.readerSeen.Load() > int64(readerSeenStep) {
+		l.readerSeen.Store(t)
+	}
 }
 
 // keepBytes is how many bytes at the end of segs a pass keeps cached: the window, or the bytes

@@ -191,7 +191,7 @@ func TestWritebackKeepsUnreadBytes(t *testing.T) {
 	cfg.SegmentBytes = 1 << 20
 	l := mustOpen(t, t.TempDir(), cfg, Options{Writeback: NewWriteback(window, testLogger(t)), Now: func() time.Time { return now }})
 	defer l.Close()
-	l.NoteReader(0)
+	l.NoteReader(0, now)
 	for i := 0; i < 48; i++ { // 48 batches of 8 records, about 8 KiB each: 384 KiB
 		mustAppend(t, l, makeBatch(t, plain(8, 1000, int64(i))))
 	}
@@ -224,13 +224,13 @@ func TestWritebackKeepsUnreadBytes(t *testing.T) {
 	}
 	cachedAs(unreadWindows * window) // 384 KiB unread: capped at four windows
 
-	l.NoteReader(8 * 44) // four batches, about 32 KiB, left to read: the window is kept
+	l.NoteReader(8*44, now) // four batches, about 32 KiB, left to read: the window is kept
 	cachedAs(window)
 
 	// A reader that went quiet keeps nothing beyond the window, however far behind it is.
 	l2 := mustOpen(t, t.TempDir(), cfg, Options{Writeback: NewWriteback(window, testLogger(t)), Now: func() time.Time { return now }})
 	defer l2.Close()
-	l2.NoteReader(0)
+	l2.NoteReader(0, now)
 	now = now.Add(readerIdle + time.Second)
 	for i := 0; i < 48; i++ {
 		mustAppend(t, l2, makeBatch(t, plain(8, 1000, int64(i))))
