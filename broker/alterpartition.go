@@ -25,8 +25,14 @@ import (
 // alterPartitionVersion is the AlterPartition version leaders send and the controller reads.
 const alterPartitionVersion = 3
 
-// serveAlterPartition is the active controller's AlterPartition handler (installed on the
-// metadata store): it decides the request against the current image and commits the changes
+// installControllerAPIs installs the handlers of the Kafka APIs that the active controller
+// alone answers, for when this node is that controller.
+func (b *Broker) installControllerAPIs() {
+	b.meta.HandleControllerAPI(kmsg.AlterPartition.Int16(), b.serveAlterPartition)
+}
+
+// serveAlterPartition is the active controller's AlterPartition handler (a
+// meta.ControllerAPIHandler): it decides the request against the current image and commits the changes
 // it accepts.
 func (b *Broker) serveAlterPartition(body []byte) ([]byte, error) {
 	req := kmsg.NewPtrAlterPartitionRequest()
@@ -162,7 +168,7 @@ func (b *Broker) alterISR(ctx context.Context, p *partition, topicID meta.UUID, 
 	}
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	out, err := b.meta.AlterPartition(ctx, req.AppendTo(nil))
+	out, err := b.meta.ControllerAPI(ctx, req.Key(), req.AppendTo(nil))
 	if err != nil {
 		return err
 	}

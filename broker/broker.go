@@ -172,7 +172,7 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 		return nil, err
 	}
 	b.meta = ml
-	ml.SetAlterPartitionHandler(b.serveAlterPartition)
+	b.installControllerAPIs()
 	b.producerIDs.b = b
 	b.stop = make(chan struct{})
 	dir := cfg.LogDirs[0]

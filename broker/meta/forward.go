@@ -28,7 +28,8 @@ const (
 type forwardRequest struct {
 	// Kind is "commit" (Records, encoded), "heartbeat" (NodeID, Incarnation, and Addr from a
 	// learner), "unreachable" (NodeID, Incarnation: a broker that refused a connection),
-	// "join" (NodeID, Addr: add a learner) or "alter_partition" (Body).
+	// "join" (NodeID, Addr: add a learner) or "api" (APIKey, Body: a request for
+	// ControllerAPI).
 	Kind        string `json:"kind"`
 	Records     []byte `json:"records,omitempty"`
 	NodeID      int32  `json:"node_id,omitempty"`
@@ -37,8 +38,9 @@ type forwardRequest struct {
 	Addr string `json:"addr,omitempty"`
 	// WantShutdown is a heartbeat's request for a controlled shutdown.
 	WantShutdown bool `json:"want_shutdown,omitempty"`
-	// Body is an "alter_partition" request: Kafka's AlterPartition request, encoded.
-	Body []byte `json:"body,omitempty"`
+	// APIKey and Body are an "api" request: a Kafka API request, encoded.
+	APIKey int16  `json:"api_key,omitempty"`
+	Body   []byte `json:"body,omitempty"`
 }
 
 // forwardResponse answers a forwardRequest: the entry's index, or why not.
@@ -50,7 +52,7 @@ type forwardResponse struct {
 	// ShouldShutdown answers a heartbeat that asked for a controlled shutdown: the broker
 	// leads nothing any more and may stop.
 	ShouldShutdown bool `json:"should_shutdown,omitempty"`
-	// Body answers an "alter_partition" request: Kafka's AlterPartition response, encoded.
+	// Body answers an "api" request: the Kafka API response, encoded.
 	Body []byte `json:"body,omitempty"`
 }
 
@@ -159,8 +161,8 @@ func (s *RaftStore) serveForward(body []byte) forwardResponse {
 		err = s.recordSuspect(req.NodeID, req.Incarnation)
 	case "join":
 		err = s.addLearner(req.NodeID, req.Addr)
-	case "alter_partition":
-		out, err = s.serveAlterPartition(req.Body)
+	case "api":
+		out, err = s.serveControllerAPI(req.APIKey, req.Body)
 	default:
 		err = fmt.Errorf("unknown forwarded request kind %q", req.Kind)
 	}

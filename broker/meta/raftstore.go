@@ -93,8 +93,8 @@ type RaftStore struct {
 	heartbeats map[int32]Heartbeat
 	// suspects carries reports of brokers found not listening to the active controller.
 	suspects chan Suspect
-	// alterPartition decides AlterPartition requests while this node is the active controller.
-	alterPartition atomic.Pointer[AlterPartitionHandler]
+	// apis answer the Kafka APIs served by the active controller alone.
+	apis controllerAPIs
 
 	closed atomic.Bool
 	wg     sync.WaitGroup

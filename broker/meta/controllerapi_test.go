@@ -8,35 +8,35 @@ import (
 	"testing"
 )
 
-// TestRaftStoreAlterPartitionReachesTheActiveController sends AlterPartition bodies from every
-// node of a quorum and checks that the active controller's handler, and only it, answers them:
-// from itself directly, from the others over the forwarding connection.
-func TestRaftStoreAlterPartitionReachesTheActiveController(t *testing.T) {
+// TestRaftStoreControllerAPIReachesTheActiveController sends request bodies from every node of
+// a quorum and checks that the active controller's handler, and only it, answers them: from
+// itself directly, from the others over the forwarding connection.
+func TestRaftStoreControllerAPIReachesTheActiveController(t *testing.T) {
 	q := newQuorum(t, 3, 0)
 	leader := q.leader()
 	for id, s := range q.stores {
-		s.SetAlterPartitionHandler(func(body []byte) ([]byte, error) {
+		s.HandleControllerAPI(56, func(body []byte) ([]byte, error) {
 			if id != leader {
-				return nil, fmt.Errorf("node %d, not the leader %d, decided an AlterPartition", id, leader)
+				return nil, fmt.Errorf("node %d, not the leader %d, answered", id, leader)
 			}
 			return append([]byte(fmt.Sprintf("node %d: ", id)), body...), nil
 		})
 	}
 	for id, s := range q.stores {
-		out, err := s.AlterPartition(context.Background(), []byte("request"))
+		out, err := s.ControllerAPI(context.Background(), 56, []byte("request"))
 		if want := fmt.Sprintf("node %d: request", leader); err != nil || !bytes.Equal(out, []byte(want)) {
-			t.Fatalf("AlterPartition from node %d = %q, %v; want %q", id, out, err, want)
+			t.Fatalf("ControllerAPI from node %d = %q, %v; want %q", id, out, err, want)
 		}
 	}
 }
 
-// TestRaftStoreAlterPartitionBeforeHandler checks that a controller without a handler refuses
-// rather than answering nothing.
-func TestRaftStoreAlterPartitionBeforeHandler(t *testing.T) {
+// TestRaftStoreControllerAPIWithoutHandler checks that a controller without a handler for an
+// API refuses rather than answering nothing.
+func TestRaftStoreControllerAPIWithoutHandler(t *testing.T) {
 	q := newQuorum(t, 1, 0)
 	q.leader()
-	if _, err := q.stores[1].AlterPartition(context.Background(), []byte("x")); !errors.Is(err, errAlterPartitionNotReady) {
-		t.Fatalf("AlterPartition without a handler: %v; want %v", err, errAlterPartitionNotReady)
+	if _, err := q.stores[1].ControllerAPI(context.Background(), 56, []byte("x")); !errors.Is(err, errControllerAPINotServed) {
+		t.Fatalf("ControllerAPI without a handler: %v; want %v", err, errControllerAPINotServed)
 	}
 }
 
