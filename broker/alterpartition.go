@@ -29,6 +29,7 @@ const alterPartitionVersion = 3
 // alone answers, for when this node is that controller.
 func (b *Broker) installControllerAPIs() {
 	b.meta.HandleControllerAPI(kmsg.AlterPartition.Int16(), b.serveAlterPartition)
+	b.meta.HandleControllerAPI(kmsg.DescribeQuorum.Int16(), b.serveDescribeQuorum)
 }
 
 // serveAlterPartition is the active controller's AlterPartition handler (a

@@ -51,6 +51,7 @@ func servedAPIs() []*api {
 		alterPartitionReassignmentsAPI,
 		listPartitionReassignmentsAPI,
 		describeClusterAPI,
+		describeQuorumAPI,
 		describeTopicPartitionsAPI,
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -105,6 +106,10 @@ type Node struct {
 	halted bool
 	// err is why the node stopped; set under mu before done closes.
 	err error
+	// contacts are, while this node leads in contactsTerm, when it last heard from each
+	// follower and found it caught up.
+	contacts     map[uint64]Contact
+	contactsTerm uint64
 
 	lead  atomic.Uint64
 	state atomic.Uint32
@@ -387,6 +392,47 @@ func (n *Node) step(m Message) {
 	if err := n.r.Step(m); err != nil && !errors.Is(err, ErrProposalDropped) {
 		n.logger.Debug("raft node: message refused", "msg", m.String(), "err", err)
 	}
+	if m.Type == MsgAppResp || m.Type == MsgHeartbeatResp {
+		n.noteContact(m.From, time.Now())
+	}
+}
+
+// Contact is what a leader knows of when it last heard from a follower: Kafka's
+// lastFetchTimestamp and lastCaughtUpTimestamp in DescribeQuorum.
+type Contact struct {
+	// LastHeard is the follower's last answer to an append or heartbeat.
+	LastHeard time.Time
+	// LastCaughtUp is the last answer after which the follower held the leader's whole log.
+	LastCaughtUp time.Time
+}
+
+// noteContact records an answer from follower id at now while this node leads (mu held).
+func (n *Node) noteContact(id uint64, now time.Time) {
+	r := n.r
+	if r.state != StateLeader {
+		return
+	}
+	if n.contacts == nil || n.contactsTerm != r.term {
+		n.contacts, n.contactsTerm = map[uint64]Contact{}, r.term
+	}
+	c := n.contacts[id]
+	c.LastHeard = now
+	if pr := r.prs[id]; pr != nil && pr.match >= r.log.lastIndex() {
+		c.LastCaughtUp = now
+	}
+	n.contacts[id] = c
+}
+
+// Contacts returns, while this node leads, what it knows of when it last heard from each
+// follower (those it has not heard from in this term are missing); nil on other nodes.
+func (n *Node) Contacts(ctx context.Context) (map[uint64]Contact, error) {
+	var out map[uint64]Contact
+	err := n.do(ctx, func(r *Raft) {
+		if r.state == StateLeader && n.contactsTerm == r.term {
+			out = maps.Clone(n.contacts)
+		}
+	})
+	return out, err
 }
 
 // drainProposals returns p and the proposals queued behind it, up to MaxBatch (mu held).
