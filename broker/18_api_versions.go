@@ -8,7 +8,8 @@ package broker
 // always v0, which wire.AppendResponse handles.
 //
 // Version notes: from v3 the client software name and version must match Kafka's pattern
-// (INVALID_REQUEST otherwise); from v5 a client that names the cluster and node it expects gets
+// (INVALID_REQUEST otherwise), and the response lists the supported and finalized features
+// (features.go; kafka-features describe); from v5 a client that names the cluster and node it expects gets
 // REBOOTSTRAP_REQUIRED when either is not us, and INVALID_REQUEST when it names only one of them
 // (KIP-1242).
 
@@ -28,6 +29,9 @@ func handleAPIVersions(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.ApiVersionsRequest)
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.ApiKeys = b.apiVersionKeys()
+	if req.Version >= 3 {
+		addFeatures(resp, b.meta.Image())
+	}
 	if req.Version >= 3 && (!clientSoftwarePattern.MatchString(req.ClientSoftwareName) || !clientSoftwarePattern.MatchString(req.ClientSoftwareVersion)) {
 		resp.ErrorCode = kerr.InvalidRequest.Code
 	}

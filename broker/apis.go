@@ -52,6 +52,7 @@ func servedAPIs() []*api {
 		listPartitionReassignmentsAPI,
 		describeClusterAPI,
 		describeQuorumAPI,
+		updateFeaturesAPI,
 		describeTopicPartitionsAPI,
 	}
 }

@@ -278,6 +278,25 @@ func handleGroupRequest(b *Broker, rc *reqCtx, req kmsg.Request) {
 		rc.respond(resp)
 		return
 	}
+	if featureLevel(b.meta.Image(), featureGroupVersion) < 1 {
+		// group.version 0: the KIP-848 consumer protocol is off, as Kafka turns it off.
+		switch req := req.(type) {
+		case *kmsg.ConsumerGroupHeartbeatRequest:
+			resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+			resp.ErrorCode = kerr.UnsupportedVersion.Code
+			rc.respond(resp)
+			return
+		case *kmsg.ConsumerGroupDescribeRequest:
+			resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
+			for _, g := range req.Groups {
+				rg := kmsg.NewConsumerGroupDescribeResponseGroup()
+				rg.Group, rg.ErrorCode = g, kerr.UnsupportedVersion.Code
+				resp.Groups = append(resp.Groups, rg)
+			}
+			rc.respond(resp)
+			return
+		}
+	}
 	info := coord.RequestInfo{ClientID: rc.hdr.ClientID, ClientHost: "/" + hostOf(rc.cs.c.RemoteAddr().String())}
 	err := b.groups.Handle(info, req, func(resp kmsg.Response) { rc.respond(resp) })
 	if err == nil {

@@ -3,6 +3,7 @@ package meta
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 )
@@ -33,6 +34,12 @@ type Image struct {
 	TopicsByID map[UUID]*Topic
 	// NextProducerID is the first producer id not yet handed out in a block.
 	NextProducerID int64
+	// Features holds the feature levels finalized by Feature records (UpdateFeatures), by
+	// name; a feature absent here has the level the broker bootstraps it at. FeaturesEpoch
+	// counts those records, Kafka's finalized features epoch (0: none yet), so that it grows
+	// with every change and is the same on every node.
+	Features      map[string]int16
+	FeaturesEpoch int64
 }
 
 // Broker is a registered broker.
@@ -167,6 +174,8 @@ func (im *Image) Apply(offset int64, recs []Record) (*Image, error) {
 		Topics:         make(map[string]*Topic, len(im.Topics)),
 		TopicsByID:     make(map[UUID]*Topic, len(im.TopicsByID)),
 		NextProducerID: im.NextProducerID,
+		Features:       im.Features,
+		FeaturesEpoch:  im.FeaturesEpoch,
 	}
 	for n, t := range im.Topics {
 		next.Topics[n] = t
@@ -268,6 +277,16 @@ func (im *Image) Apply(offset int64, recs []Record) (*Image, error) {
 				return nil, fmt.Errorf("record %d: producer id block end %d does not advance past %d: %w", i, r.NextProducerID, next.NextProducerID, ErrProducerIDsBehind)
 			}
 			next.NextProducerID = r.NextProducerID
+		case TypeFeature:
+			if r.FeatureName == "" || r.FeatureLevel < 0 {
+				return nil, fmt.Errorf("record %d: feature %q at level %d", i, r.FeatureName, r.FeatureLevel)
+			}
+			f := maps.Clone(next.Features)
+			if f == nil {
+				f = map[string]int16{}
+			}
+			f[r.FeatureName] = r.FeatureLevel
+			next.Features, next.FeaturesEpoch = f, next.FeaturesEpoch+1
 		case TypeBroker, TypeFence, TypeControlledShutdown:
 			if !brokersCopied {
 				b := make(map[int32]Broker, len(next.Brokers)+1)

@@ -24,6 +24,9 @@ const (
 	// in a controlled way, as KRaft's BrokerRegistrationChangeRecord with InControlledShutdown:
 	// it is no longer elected leader nor taken back into an ISR, until it registers again.
 	TypeControlledShutdown RecordType = "controlled_shutdown"
+	// TypeFeature finalizes FeatureName at FeatureLevel (0 disables it), as KRaft's
+	// FeatureLevelRecord.
+	TypeFeature RecordType = "feature"
 )
 
 // Record is one change of cluster state. Exactly the fields of its Type are set.
@@ -74,6 +77,10 @@ type Record struct {
 
 	// Fence: whether NodeID is fenced from now on.
 	Fenced bool `json:"fenced,omitempty"`
+
+	// Feature: a feature flag and its finalized level.
+	FeatureName  string `json:"feature,omitempty"`
+	FeatureLevel int16  `json:"feature_level,omitempty"`
 }
 
 // EncodeRecords serialises a group of records that commit together.

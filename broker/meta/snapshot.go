@@ -8,12 +8,14 @@ import (
 
 // imageSnapshot is the serialised form of an image.
 type imageSnapshot struct {
-	Applied        uint64   `json:"applied"`
-	Offset         int64    `json:"offset"`
-	ClusterID      string   `json:"cluster_id"`
-	Brokers        []Broker `json:"brokers"`
-	Topics         []*Topic `json:"topics"`
-	NextProducerID int64    `json:"next_producer_id"`
+	Applied        uint64           `json:"applied"`
+	Offset         int64            `json:"offset"`
+	ClusterID      string           `json:"cluster_id"`
+	Brokers        []Broker         `json:"brokers"`
+	Topics         []*Topic         `json:"topics"`
+	NextProducerID int64            `json:"next_producer_id"`
+	Features       map[string]int16 `json:"features,omitempty"`
+	FeaturesEpoch  int64            `json:"features_epoch,omitempty"`
 }
 
 // Snapshot serialises the current image.
@@ -21,7 +23,8 @@ func (sm *stateMachine) Snapshot() ([]byte, error) {
 	s := (*RaftStore)(sm)
 	im := s.Image()
 	s.mu.Lock()
-	snap := imageSnapshot{Applied: s.applied, Offset: im.Offset, ClusterID: im.ClusterID, NextProducerID: im.NextProducerID}
+	snap := imageSnapshot{Applied: s.applied, Offset: im.Offset, ClusterID: im.ClusterID, NextProducerID: im.NextProducerID,
+		Features: im.Features, FeaturesEpoch: im.FeaturesEpoch}
 	s.mu.Unlock()
 	for _, b := range im.Brokers {
 		snap.Brokers = append(snap.Brokers, b)
@@ -46,6 +49,7 @@ func (sm *stateMachine) Restore(data []byte) error {
 	}
 	im := EmptyImage(snap.ClusterID)
 	im.Offset, im.NextProducerID = snap.Offset, snap.NextProducerID
+	im.Features, im.FeaturesEpoch = snap.Features, snap.FeaturesEpoch
 	for _, b := range snap.Brokers {
 		im.Brokers[b.NodeID] = b
 	}

@@ -1,0 +1,105 @@
+package broker
+
+// UpdateFeatures (key 57), versions 0-2.
+//
+// Behavior: finalizes feature levels (kafka-features upgrade / downgrade / disable) as Feature
+// records in the metadata log, all or none: a level outside what ringbroker supports, an
+// unknown feature, a downgrade without its upgrade type, and any metadata.version downgrade
+// (safe or unsafe) are refused with INVALID_UPDATE_VERSION and Kafka's messages, and then no
+// feature changes. Setting a feature to its current level succeeds, as in Kafka.
+// validate_only (v1+) checks without committing. group.version 0 turns the KIP-848 consumer
+// protocol off: ConsumerGroupHeartbeat and ConsumerGroupDescribe answer UNSUPPORTED_VERSION.
+//
+// Version notes: v0 says a downgrade with AllowDowngrade; v1 with UpgradeType (1 upgrade, 2
+// safe downgrade, 3 unsafe downgrade) and adds ValidateOnly; v2 answers only the top-level
+// error, which Kafka's admin client applies to every feature.
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/broker/meta"
+)
+
+var updateFeaturesAPI = &api{key: kmsg.UpdateFeatures, minVersion: 0, maxVersion: 2, keepsRequest: true, handle: handleUpdateFeatures}
+
+// The UpdateFeatures upgrade types (v1+).
+const (
+	upgradeOnly     = 1
+	safeDowngrade   = 2
+	unsafeDowngrade = 3
+)
+
+func handleUpdateFeatures(b *Broker, rc *reqCtx, r kmsg.Request) {
+	req := r.(*kmsg.UpdateFeaturesRequest)
+	resp := kmsg.NewPtrUpdateFeaturesResponse()
+	b.controllerMu.Lock()
+	recs, err := featureRecords(b.meta.Image(), b.cfg.NodeID, req)
+	if err == nil && !req.ValidateOnly && len(recs) > 0 {
+		if _, cerr := b.meta.Commit(recs); cerr != nil {
+			err = &featureError{code: kerr.UnknownServerError, msg: cerr.Error()}
+		}
+	}
+	b.controllerMu.Unlock()
+	if err != nil {
+		resp.ErrorCode, resp.ErrorMessage = err.code.Code, &err.msg
+	}
+	for _, u := range req.FeatureUpdates {
+		res := kmsg.NewUpdateFeaturesResponseResult()
+		res.Feature, res.ErrorCode, res.ErrorMessage = u.Feature, resp.ErrorCode, resp.ErrorMessage
+		resp.Results = append(resp.Results, res)
+	}
+	rc.respond(resp)
+}
+
+// featureError is why an UpdateFeatures request is refused.
+type featureError struct {
+	code *kerr.Error
+	msg  string
+}
+
+// featureRecords checks req against im as Kafka's FeatureControlManager does (node is the
+// deciding controller, named in messages) and returns the records of its updates.
+func featureRecords(im *meta.Image, node int32, req *kmsg.UpdateFeaturesRequest) ([]meta.Record, *featureError) {
+	specs := map[string]featureSpec{}
+	for _, f := range features() {
+		specs[f.name] = f
+	}
+	var recs []meta.Record
+	for _, u := range req.FeatureUpdates {
+		level := max(u.MaxVersionLevel, 0)
+		typ := int8(upgradeOnly)
+		if req.Version == 0 && u.AllowDowngrade {
+			typ = safeDowngrade
+		} else if req.Version >= 1 {
+			typ = u.UpgradeType
+		}
+		refuse := func(format string, args ...any) *featureError {
+			return &featureError{code: kerr.InvalidUpdateVersion, msg: fmt.Sprintf(format, args...)}
+		}
+		f, ok := specs[u.Feature]
+		switch {
+		case !ok:
+			return nil, refuse("Invalid update version %d for feature %s. Local controller %d does not support this feature.", level, u.Feature, node)
+		case level != 0 && (level < f.min || level > f.max), level == 0 && u.Feature == featureMetadataVersion:
+			return nil, refuse("Invalid update version %d for feature %s. Local controller %d only supports versions %d-%d", level, u.Feature, node, f.min, f.max)
+		case typ < upgradeOnly || typ > unsafeDowngrade:
+			return nil, refuse("Unknown upgrade type %d for feature %s.", typ, u.Feature)
+		}
+		cur := featureLevel(im, u.Feature)
+		if level < cur {
+			switch {
+			case typ == upgradeOnly:
+				return nil, refuse("Can't downgrade the version of this feature without setting the upgrade type to either safe or unsafe downgrade.")
+			case u.Feature == featureMetadataVersion && typ == unsafeDowngrade:
+				return nil, refuse("Invalid metadata.version %d. Unsafe metadata downgrade is not supported in this version.", level)
+			case u.Feature == featureMetadataVersion:
+				return nil, refuse("Invalid metadata.version %d. Refusing to perform the requested downgrade because it might delete metadata information.", level)
+			}
+		}
+		recs = append(recs, meta.Record{Type: meta.TypeFeature, FeatureName: u.Feature, FeatureLevel: level})
+	}
+	return recs, nil
+}
