@@ -396,3 +396,49 @@ func TestFetchSessionEvictionOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestFetchSessionSteadyStateAllocs: the session's share of an incremental fetch (finding
+// the session, applying the request's changed partitions, marking it used, recording what the
+// response told and rotating the partitions that returned records) allocates nothing once the
+// session holds its partitions, with topics by name (v12) and by id (v13+).
+func TestFetchSessionSteadyStateAllocs(t *testing.T) {
+	for _, version := range []int16{12, 13} {
+		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) {
+			c := newFetchSessionCache(10, time.Minute)
+			req := kmsg.NewPtrFetchRequest()
+			req.Version = version
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic, rt.TopicID = "steady", [16]byte{1, 2, 3}
+			parts := newSessionPartitions(1000)
+			for p := range int32(1000) {
+				parts.upsert(requestKey(version, &rt, p), partitionFetch{})
+			}
+			for p := range int32(10) {
+				rp := kmsg.NewFetchRequestTopicPartition()
+				rp.Partition, rp.FetchOffset = p*100, 5
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			req.Topics = append(req.Topics, rt)
+			s := c.create(0, false, version >= 13, parts)
+			step := func() {
+				got := c.get(s.id)
+				got.mu.Lock()
+				got.update(req)
+				c.touch(got, got.parts.len(), 1)
+				for i := range req.Topics[0].Partitions {
+					at := got.parts.index[requestKey(version, &req.Topics[0], req.Topics[0].Partitions[i].Partition)]
+					got.sent = append(got.sent, sentPartition{at: at, hw: 6, logStart: 0, records: true})
+				}
+				got.commitSent()
+				got.mu.Unlock()
+			}
+			step() // sent grows once
+			if n := testing.AllocsPerRun(100, step); n != 0 {
+				t.Fatalf("%v allocations per incremental fetch; want 0", n)
+			}
+			if s.parts.len() != 1000 || s.parts.items[s.parts.tail].key.partition != 900 {
+				t.Fatalf("session of %d partitions ending with %d; want 1000 ending with 900", s.parts.len(), s.parts.items[s.parts.tail].key.partition)
+			}
+		})
+	}
+}
