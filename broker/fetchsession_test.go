@@ -163,7 +163,8 @@ func sessionMetrics(b *Broker) string {
 // one added to the session and one whose error is answered each appear alone; a forgotten
 // partition no longer appears; a wrong epoch and a request by topic ids on a session by
 // names (or the reverse) are top-level errors that leave the session as it was; the session
-// goes on over another connection; epoch -1 closes it, after which its id is unknown.
+// goes on over another connection; epoch -1 closes it, after which its id is unknown, and so
+// does forgetting every partition of a session.
 func TestFetchSessions(t *testing.T) {
 	forBackends(t, func(t *testing.T, io string) {
 		for _, v := range []int16{12, 18} {
@@ -243,6 +244,16 @@ func testFetchSession(t *testing.T, io string, version int16) {
 		"ringbroker_incremental_fetch_session_evictions_total 0\nringbroker_incremental_fetch_sessions 0"; got != want {
 		t.Errorf("metrics after closing:\n%s\nwant\n%s", got, want)
 	}
+
+	// Forgetting every partition closes the session too, and is answered without one.
+	id = c2.fetch(sessionFetch{epoch: 0, offsets: map[int32]int64{3: 0}, replica: -1}).SessionID
+	if id <= 0 {
+		t.Fatalf("new session: id %d; want one", id)
+	}
+	resp = c2.fetch(sessionFetch{id: id, epoch: 1, forget: []int32{3}, replica: -1})
+	wantAnswer(t, "incremental fetch forgetting every partition", resp, 0)
+	resp = c2.fetch(sessionFetch{id: id, epoch: 2, replica: -1})
+	wantSessionError(t, "incremental fetch of the emptied session", resp, kerr.FetchSessionIDNotFound)
 }
 
 // TestFetchSessionIncrementalLongPoll parks an incremental fetch with nothing new on every
