@@ -12,8 +12,15 @@ package broker
 // mapped segments, written with sendmsg, whose pages are unmapped again once the kernel has
 // them (or, with io.fetch.sendfile, ranges of the segment files written with sendfile); the
 // segments are held until the kernel is done with them.
-// Fetch sessions (KIP-227) are not created: every response carries session id 0, which clients
-// treat as "full fetch each time". v13+ names topics by id. A follower's fetch (a replica id,
+// Fetch sessions (KIP-227, v7+, fetchsession.go) as Kafka's: session epoch -1 is a full fetch
+// without a session, 0 a full fetch that opens one (answered with its id, or 0 when the cache
+// of max.incremental.fetch.session.cache.slots is full and nothing may be evicted), and a
+// higher epoch an incremental fetch: it names only the partitions added or changed, and
+// forgotten topics to drop; the broker reads every partition of the session and answers only
+// those with records, an error or a new high watermark or log start offset. An unknown session
+// is FETCH_SESSION_ID_NOT_FOUND, a wrong epoch INVALID_FETCH_SESSION_EPOCH (top-level errors,
+// no partitions); a session named with epoch -1 or 0 is closed. Sessions belong to the broker,
+// not the connection. v13+ names topics by id (and keys its sessions by id). A follower's fetch (a replica id,
 // v15+ in ReplicaState) reads up to the log end instead of the high watermark, records how far
 // the follower has come (which moves the high watermark and may add it to the ISR), and, with
 // its last fetched epoch (v12+), is told of a divergence (DivergingEpoch) to truncate to. A
@@ -53,13 +60,6 @@ func handleFetch(b *Broker, rc *reqCtx, r kmsg.Request) {
 	if req.Version >= 15 {
 		replica = req.ReplicaState.ID
 	}
-	if req.SessionID != 0 {
-		// We never hand out sessions, so any id is unknown.
-		resp := kmsg.NewPtrFetchResponse()
-		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
-		rc.respond(resp)
-		return
-	}
 	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	if wait > maxFetchWait {
 		wait = maxFetchWait
@@ -68,12 +68,58 @@ func handleFetch(b *Broker, rc *reqCtx, r kmsg.Request) {
 		rc.cs.follower.Store(replica + 1)
 	}
 	f := &fetchOp{b: b, rc: rc, cs: rc.cs, req: req, replica: replica}
+	if req.Version >= 7 {
+		if code := f.openSession(time.Now().UnixMilli()); code != nil {
+			// As Kafka: a session error answers with no partitions and no session.
+			resp := kmsg.NewPtrFetchResponse()
+			resp.ErrorCode = code.Code
+			rc.respond(resp)
+			return
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.attemptLocked(wait <= 0) {
 		return
 	}
 	f.timer = b.purgatory.after(time.Now().Add(wait), f.expire)
+}
+
+// openSession sets f up with its fetch session (KIP-227), as Kafka's FetchManager does: epoch
+// -1 is a full fetch without a session and 0 a full fetch that opens one, either closing the
+// session it names; a higher epoch is the next request of an existing session, whose
+// partitions it updates, and which it must name with the epoch the session expects. An
+// incremental request that leaves its session empty closes it and is answered sessionless.
+func (f *fetchOp) openSession(now int64) *kerr.Error {
+	req, cache := f.req, f.b.fetchSessions
+	if req.SessionEpoch == sessionFinalEpoch || req.SessionEpoch == sessionInitialEpoch {
+		if req.SessionID != 0 {
+			cache.remove(req.SessionID)
+		}
+		f.newSession = req.SessionEpoch == sessionInitialEpoch
+		return nil
+	}
+	s := cache.get(req.SessionID)
+	if s == nil {
+		return kerr.FetchSessionIDNotFound
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.epoch != req.SessionEpoch:
+		return kerr.InvalidFetchSessionEpoch
+	case s.topicIDs != (req.Version >= 13):
+		return kerr.FetchSessionTopicIDError
+	}
+	s.update(req)
+	if s.parts.len() == 0 {
+		cache.removeSession(s)
+		return nil
+	}
+	cache.touch(s, s.parts.len(), now)
+	s.epoch = nextSessionEpoch(s.epoch)
+	f.session, f.sessionEpoch = s, s.epoch
+	return nil
 }
 
 // fetchOp is one Fetch request, possibly parked on its partitions. Retries run on handler
@@ -87,6 +133,13 @@ type fetchOp struct {
 	// replica is the fetching follower's node id, or -1 for a consumer. A follower reads up to
 	// the log end, a consumer up to the high watermark.
 	replica int32
+	// session is the fetch session of an incremental request, whose partitions it reads, and
+	// sessionEpoch the session's epoch after it: a later request of the session changes it, and
+	// this one then answers INVALID_FETCH_SESSION_EPOCH, as Kafka answers a duplicate.
+	// newSession is set for a full fetch that asks for a session (epoch 0).
+	session      *fetchSession
+	sessionEpoch int32
+	newSession   bool
 
 	// queued is set while the fetch waits on a worker's queue, so a burst of appends costs one
 	// retry, not one per append, and the task is never queued twice.
@@ -195,156 +248,291 @@ func (p *partition) wakeWaiters() {
 	p.waitMu.Unlock()
 }
 
+// fetchAttempt is what one attempt of a fetch gathers while it reads its partitions.
+type fetchAttempt struct {
+	f        *fetchOp
+	tbl      *partitionTable
+	im       *meta.Image
+	now      time.Time
+	maxBytes int
+	total    int
+	anyErr   bool
+	reads    []rlog.ReadResult
+	touched  []*partition
+	seen     []int64 // read limits of touched, as read
+	// full lists, for a full fetch that opens a session, what each partition was told.
+	full []sentPartition
+}
+
+func (a *fetchAttempt) release() {
+	for _, rr := range a.reads {
+		rr.Release()
+	}
+}
+
 // attemptLocked reads every partition; it responds and returns true when min bytes are ready,
 // an error must be reported, the broker is closing or final is set. Otherwise it parks the
 // fetch on its partitions and returns false.
 func (f *fetchOp) attemptLocked(final bool) bool {
 	b, req := f.b, f.req
-	tbl := b.parts.Load()
-	im := b.meta.Image()
-	var reads []rlog.ReadResult
-	release := func() {
-		for _, rr := range reads {
-			rr.Release()
-		}
+	a := fetchAttempt{f: f, tbl: b.parts.Load(), im: b.meta.Image(), now: time.Now(), maxBytes: int(req.MaxBytes)}
+	if a.maxBytes <= 0 {
+		a.maxBytes = 1<<31 - 1
 	}
 	w := &wire.FetchWriter{}
-	if err := w.Reset(f.rc.hdr, 0, 0, 0); err != nil {
+	var sessionID int32
+	if s := f.session; s != nil {
+		sessionID = s.id
+	}
+	if err := w.Reset(f.rc.hdr, 0, 0, sessionID); err != nil {
 		// The version range is checked before dispatch, so this is a programming error.
 		panic(err)
 	}
-	total := 0
-	maxBytes := int(req.MaxBytes)
-	if maxBytes <= 0 {
-		maxBytes = 1<<31 - 1
-	}
-	anyErr := false
-	var touched []*partition
-	var seen []int64 // read limits of touched, as read
-	now := time.Now()
-	for i := range req.Topics {
-		rt := &req.Topics[i]
-		var topic *meta.Topic
-		if req.Version >= 13 {
-			topic = im.TopicsByID[meta.UUID(rt.TopicID)]
-		} else {
-			topic = im.Topics[rt.Topic]
+	if s := f.session; s != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.epoch != f.sessionEpoch {
+			f.finishLocked()
+			resp := kmsg.NewPtrFetchResponse()
+			resp.ErrorCode, resp.SessionID = kerr.InvalidFetchSessionEpoch.Code, s.id
+			f.rc.respond(resp)
+			return true
 		}
-		w.AddTopic(rt.Topic, rt.TopicID)
-		for j := range rt.Partitions {
-			rp := &rt.Partitions[j]
-			fp := wire.NewFetchPartition(rp.Partition)
-			if req.IsolationLevel == 1 {
-				fp.AbortedTxns = []wire.FetchAbortedTxn{}
-			}
-			var p *partition
-			switch {
-			case topic == nil && req.Version >= 13:
-				fp.ErrorCode = kerr.UnknownTopicID.Code
-			case topic == nil:
-				fp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			default:
-				p = tbl.leaderID(topic.ID, rp.Partition)
-				if p == nil {
-					fp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-					if rp.Partition >= 0 && int(rp.Partition) < len(topic.Partitions) {
-						fp.ErrorCode = kerr.NotLeaderForPartition.Code
-					}
-				} else if code := checkLeaderEpoch(topic, rp.Partition, rp.CurrentLeaderEpoch); code != nil {
-					fp.ErrorCode = code.Code
-					p = nil
-				} else if f.replica >= 0 && !slices.Contains(p.state().replicas, f.replica) {
-					// As Kafka's leader: a replica fetch from a broker that is not a replica
-					// (one a reassignment removed, say) is not a known follower.
-					fp.ErrorCode = kerr.NotLeaderForPartition.Code
-					p = nil
-				}
-			}
-			if p == nil {
-				anyErr = true
-				w.AddPartition(fp, noRecords)
-				continue
-			}
-			hw, leo := p.highWatermark(), p.log.LogEndOffset()
-			upto := hw
-			if f.replica >= 0 {
-				upto = leo
-			}
-			touched = append(touched, p)
-			seen = append(seen, upto)
-			fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset = hw, hw, p.log.LogStartOffset()
-			if rp.FetchOffset < fp.LogStartOffset || rp.FetchOffset > leo {
-				fp.ErrorCode = kerr.OffsetOutOfRange.Code
-				anyErr = true
-				w.AddPartition(fp, noRecords)
-				continue
-			}
-			if req.Version >= 12 && rp.LastFetchedEpoch >= 0 {
-				// KIP-595/KIP-320: a fetcher whose last fetched epoch ends earlier here, or is
-				// not known here, diverged and is told where to truncate to.
-				ep, end := p.log.EndOffsetForEpoch(rp.LastFetchedEpoch)
-				if ep < rp.LastFetchedEpoch || end < rp.FetchOffset {
-					fp.DivergingEpoch = &wire.FetchDivergingEpoch{Epoch: ep, EndOffset: end}
-					anyErr = true
-					w.AddPartition(fp, noRecords)
-					continue
-				}
-			}
-			if f.replica >= 0 {
-				b.followerFetched(p, f.replica, f.replicaEpoch(), rp.FetchOffset, now)
-				fp.HighWatermark, fp.LastStableOffset = p.highWatermark(), p.highWatermark()
-			} else {
-				p.log.NoteReader(rp.FetchOffset, now)
-			}
-			limit := int(rp.PartitionMaxBytes)
-			if room := maxBytes - total; room < limit {
-				limit = room
-			}
-			if rp.FetchOffset >= upto || limit <= 0 && total > 0 {
-				w.AddPartition(fp, noRecords)
-				continue
-			}
-			rr, err := p.log.Read(rp.FetchOffset, max(limit, 0), upto, total == 0)
-			if err != nil {
-				if errors.Is(err, rlog.ErrOffsetOutOfRange) {
-					fp.ErrorCode = kerr.OffsetOutOfRange.Code
-				} else {
-					b.logger.Error("fetch read", "topic", p.topic, "partition", p.index, "offset", rp.FetchOffset, "err", err)
-					fp.ErrorCode = kerr.KafkaStorageError.Code
-				}
-				anyErr = true
-				w.AddPartition(fp, noRecords)
-				continue
-			}
-			reads = append(reads, rr)
-			total += len(rr.Data)
-			b.metrics.topicBytesOut(p.topic, len(rr.Data))
-			w.AddPartition(fp, [][]byte{rr.Data})
-		}
+		f.readSession(&a, w)
+	} else {
+		f.readRequest(&a, w)
 	}
-	if !final && !anyErr && total < int(req.MinBytes) && len(touched) > 0 && !b.closing.Load() {
-		release()
-		f.park(touched, seen)
+	if !final && !a.anyErr && a.total < int(req.MinBytes) && len(a.touched) > 0 && !b.closing.Load() {
+		a.release()
+		if f.session != nil {
+			f.session.sent = f.session.sent[:0]
+		}
+		f.park(a.touched, a.seen)
 		return false
 	}
-	f.done = true
-	f.unpark()
-	if f.timer != nil {
-		b.purgatory.cancel(f.timer)
+	f.finishLocked()
+	switch {
+	case f.session != nil:
+		f.session.commitSent()
+	case f.newSession:
+		if s := b.fetchSessions.create(a.now.UnixMilli(), f.replica >= 0, req.Version >= 13, f.sessionPartitions(a.full)); s != nil {
+			w.SetSessionID(s.id)
+		}
 	}
 	if b.cfg.FetchSendfile {
-		f.rc.respondPieces(fetchFilePieces(w.Finish(), reads), release)
+		f.rc.respondPieces(fetchFilePieces(w.Finish(), a.reads), a.release)
 		return true
 	}
 	f.rc.respondPieces(fetchPieces(w.Finish()), func() {
 		// The kernel has copied the record bytes out of the mapping: give its pages back, so
 		// the process's resident memory does not grow with what it serves.
-		for _, rr := range reads {
+		for _, rr := range a.reads {
 			rr.DropMapped()
 		}
-		release()
+		a.release()
 	})
 	return true
+}
+
+// finishLocked marks f answered: it leaves its partitions and the purgatory.
+func (f *fetchOp) finishLocked() {
+	f.done = true
+	f.unpark()
+	if f.timer != nil {
+		f.b.purgatory.cancel(f.timer)
+	}
+}
+
+// readRequest reads the partitions the request names, each into the response: a sessionless
+// or full fetch.
+func (f *fetchOp) readRequest(a *fetchAttempt, w *wire.FetchWriter) {
+	req := f.req
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		var topic *meta.Topic
+		if req.Version >= 13 {
+			topic = a.im.TopicsByID[meta.UUID(rt.TopicID)]
+		} else {
+			topic = a.im.Topics[rt.Topic]
+		}
+		w.AddTopic(rt.Topic, rt.TopicID)
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			fp, data := a.read(topic, rp.Partition, requestPartitionFetch(rp))
+			if f.newSession {
+				a.full = append(a.full, sentPartition{hw: fp.HighWatermark, logStart: fp.LogStartOffset, err: fp.ErrorCode != 0})
+			}
+			w.AddPartition(fp, recordsOf(data))
+		}
+	}
+}
+
+// readSession reads the partitions of f's session in the session's order and puts into the
+// response those Kafka's rule sends (mustSend), noting them in the session's sent list. The
+// caller holds the session's lock.
+func (f *fetchOp) readSession(a *fetchAttempt, w *wire.FetchWriter) {
+	s := f.session
+	var (
+		topic *meta.Topic
+		run   sessionKey // the topic of the partitions read last
+		added bool       // whether the response has run's topic at its end
+	)
+	for i := s.parts.head; i >= 0; i = s.parts.items[i].next {
+		cp := &s.parts.items[i]
+		if i == s.parts.head || cp.key.id != run.id || cp.key.topic != run.topic {
+			run, added = cp.key, false
+			topic = sessionTopic(a.im, cp.key, s.topicIDs)
+		}
+		fp, data := a.read(topic, cp.key.partition, cp.pf)
+		sp := sentPartition{at: i, hw: fp.HighWatermark, logStart: fp.LogStartOffset, err: fp.ErrorCode != 0, records: len(data) > 0}
+		if !cp.mustSend(sp.hw, sp.logStart, sp.err, sp.records, fp.DivergingEpoch != nil) {
+			continue
+		}
+		if !added {
+			w.AddTopic(cp.key.topic, cp.key.id)
+			added = true
+		}
+		w.AddPartition(fp, recordsOf(data))
+		s.sent = append(s.sent, sp)
+	}
+}
+
+// sessionPartitions are the partitions of f's full request for the session it opens, told
+// what full says each was told.
+func (f *fetchOp) sessionPartitions(full []sentPartition) sessionPartitions {
+	req := f.req
+	parts := newSessionPartitions(len(full))
+	n := 0
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			k := requestKey(req.Version, rt, rp.Partition)
+			parts.upsert(k, requestPartitionFetch(rp))
+			cp := &parts.items[parts.index[k]]
+			cp.hw, cp.logStart = full[n].hw, full[n].logStart
+			if full[n].err {
+				cp.hw = -1
+			}
+			n++
+		}
+	}
+	return parts
+}
+
+// commitSent records what the response just built told the fetcher, and moves the partitions
+// that returned records to the end of the session, so the others come first next time.
+func (s *fetchSession) commitSent() {
+	for _, sp := range s.sent {
+		cp := &s.parts.items[sp.at]
+		cp.hw, cp.logStart = sp.hw, sp.logStart
+		if sp.err {
+			cp.hw = -1
+		}
+	}
+	for _, sp := range s.sent {
+		if sp.records {
+			s.parts.moveLast(sp.at)
+		}
+	}
+	s.sent = s.sent[:0]
+}
+
+// recordsOf is the record set of a partition in a response: data, or empty.
+func recordsOf(data []byte) [][]byte {
+	if data == nil {
+		return noRecords
+	}
+	return [][]byte{data}
+}
+
+// read reads one partition of topic (nil: unknown) as pf asks, within what is left of max
+// bytes, and returns its part of the response and its records (nil for none). A partition
+// that can be read is added to touched, so the fetch parks on it.
+func (a *fetchAttempt) read(topic *meta.Topic, index int32, pf partitionFetch) (wire.FetchPartition, []byte) {
+	f, b, req := a.f, a.f.b, a.f.req
+	fp := wire.NewFetchPartition(index)
+	if req.IsolationLevel == 1 {
+		fp.AbortedTxns = []wire.FetchAbortedTxn{}
+	}
+	var p *partition
+	switch {
+	case topic == nil && req.Version >= 13:
+		fp.ErrorCode = kerr.UnknownTopicID.Code
+	case topic == nil:
+		fp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+	default:
+		p = a.tbl.leaderID(topic.ID, index)
+		if p == nil {
+			fp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			if index >= 0 && int(index) < len(topic.Partitions) {
+				fp.ErrorCode = kerr.NotLeaderForPartition.Code
+			}
+		} else if code := checkLeaderEpoch(topic, index, pf.leaderEpoch); code != nil {
+			fp.ErrorCode = code.Code
+			p = nil
+		} else if f.replica >= 0 && !slices.Contains(p.state().replicas, f.replica) {
+			// As Kafka's leader: a replica fetch from a broker that is not a replica
+			// (one a reassignment removed, say) is not a known follower.
+			fp.ErrorCode = kerr.NotLeaderForPartition.Code
+			p = nil
+		}
+	}
+	if p == nil {
+		a.anyErr = true
+		return fp, nil
+	}
+	hw, leo := p.highWatermark(), p.log.LogEndOffset()
+	upto := hw
+	if f.replica >= 0 {
+		upto = leo
+	}
+	a.touched = append(a.touched, p)
+	a.seen = append(a.seen, upto)
+	fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset = hw, hw, p.log.LogStartOffset()
+	if pf.fetchOffset < fp.LogStartOffset || pf.fetchOffset > leo {
+		fp.ErrorCode = kerr.OffsetOutOfRange.Code
+		a.anyErr = true
+		return fp, nil
+	}
+	if req.Version >= 12 && pf.lastFetchedEpoch >= 0 {
+		// KIP-595/KIP-320: a fetcher whose last fetched epoch ends earlier here, or is
+		// not known here, diverged and is told where to truncate to.
+		ep, end := p.log.EndOffsetForEpoch(pf.lastFetchedEpoch)
+		if ep < pf.lastFetchedEpoch || end < pf.fetchOffset {
+			fp.DivergingEpoch = &wire.FetchDivergingEpoch{Epoch: ep, EndOffset: end}
+			a.anyErr = true
+			return fp, nil
+		}
+	}
+	if f.replica >= 0 {
+		b.followerFetched(p, f.replica, f.replicaEpoch(), pf.fetchOffset, a.now)
+		fp.HighWatermark, fp.LastStableOffset = p.highWatermark(), p.highWatermark()
+	} else {
+		p.log.NoteReader(pf.fetchOffset, a.now)
+	}
+	limit := int(pf.maxBytes)
+	if room := a.maxBytes - a.total; room < limit {
+		limit = room
+	}
+	if pf.fetchOffset >= upto || limit <= 0 && a.total > 0 {
+		return fp, nil
+	}
+	rr, err := p.log.Read(pf.fetchOffset, max(limit, 0), upto, a.total == 0)
+	if err != nil {
+		if errors.Is(err, rlog.ErrOffsetOutOfRange) {
+			fp.ErrorCode = kerr.OffsetOutOfRange.Code
+		} else {
+			b.logger.Error("fetch read", "topic", p.topic, "partition", p.index, "offset", pf.fetchOffset, "err", err)
+			fp.ErrorCode = kerr.KafkaStorageError.Code
+		}
+		a.anyErr = true
+		return fp, nil
+	}
+	a.reads = append(a.reads, rr)
+	a.total += len(rr.Data)
+	b.metrics.topicBytesOut(p.topic, len(rr.Data))
+	return fp, rr.Data
 }
 
 // fetchPieces turns the response's iovecs into pieces to send, the record data as slices of

@@ -64,12 +64,14 @@ type Broker struct {
 	reqCtxs     reqCtxPool
 	sendBatches sendBatchPool
 	// handlers run the requests (num.io.threads); purgatory holds the ones that wait.
-	handlers   *handlerPool
-	purgatory  *purgatory
-	pprofSrv   *http.Server
-	metrics    *brokerMetrics
-	metricsSrv *http.Server
-	metricsLn  net.Listener
+	handlers  *handlerPool
+	purgatory *purgatory
+	// fetchSessions are the incremental fetch sessions (KIP-227) of every connection.
+	fetchSessions *fetchSessionCache
+	pprofSrv      *http.Server
+	metrics       *brokerMetrics
+	metricsSrv    *http.Server
+	metricsLn     net.Listener
 
 	// startup says how the log dir was left: whether it was shut down cleanly and each
 	// partition's recovery point. It is used while opening the partitions found at start.
@@ -148,6 +150,8 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 		purgatory:    newPurgatory(),
 		imageChanged: make(chan struct{}, 1), incarnation: meta.NewUUID()}
 	b.fetchers = newFetcherSet(b)
+	b.fetchSessions = newFetchSessionCache(int(cfg.FetchSessionSlots), cfg.FetchSessionEvictionMin)
+	b.metrics.watchFetchSessions(b.fetchSessions)
 	if cfg.LogCacheWindowBytes > 0 {
 		b.writeback = rlog.NewWriteback(cfg.LogCacheWindowBytes, logger)
 	}

@@ -92,6 +92,10 @@ type Config struct {
 	OffsetsTopicReplicas  int16         // offsets.topic.replication.factor
 	OffsetsCommitTimeout  time.Duration // offsets.commit.timeout.ms: the wait of a coordinator append for its ISR
 
+	// Incremental fetch sessions (KIP-227, fetchsession.go).
+	FetchSessionSlots       int32         // max.incremental.fetch.session.cache.slots
+	FetchSessionEvictionMin time.Duration // min.incremental.fetch.session.eviction.ms
+
 	// Preferred leaders (leaderbalance.go): the active controller moves leadership back to each
 	// partition's first replica every LeaderImbalanceCheckInterval while AutoLeaderRebalance.
 	AutoLeaderRebalance          bool          // auto.leader.rebalance.enable
@@ -528,6 +532,10 @@ var brokerConfigDefs = []brokerConfigDef{
 		"bytes the leader waits for before answering a follower's fetch"),
 	msDef("replica.fetch.backoff.ms", kindInt, "1000", func(c *Config) *time.Duration { return &c.ReplicaFetchBackoff }, atLeast(0),
 		"how long a follower waits after a failed fetch"),
+	intDef("max.incremental.fetch.session.cache.slots", kindInt, "1000", func(c *Config) *int32 { return &c.FetchSessionSlots }, atLeast(0),
+		"how many incremental fetch sessions (KIP-227) the broker keeps; a fetch that asks for one when all are taken and none may be evicted is answered without (session id 0)"),
+	msDef("min.incremental.fetch.session.eviction.ms", kindInt, "120000", func(c *Config) *time.Duration { return &c.FetchSessionEvictionMin }, atLeast(0),
+		"a fetch session unused this long is evicted first for a new one; younger than this, only a follower's session evicts a consumer's"),
 	boolDef("auto.leader.rebalance.enable", "true", func(c *Config) *bool { return &c.AutoLeaderRebalance },
 		"the active controller moves leadership back to each partition's preferred replica (the first of its replicas) once that one is live and in the ISR, checked every leader.imbalance.check.interval.seconds"),
 	secondsDef("leader.imbalance.check.interval.seconds", kindLong, "300", func(c *Config) *time.Duration { return &c.LeaderImbalanceCheckInterval }, atLeast(1),

@@ -60,6 +60,25 @@ func (m *brokerMetrics) connPaused()         { m.paused.Inc() }
 func (m *brokerMetrics) bytesOut(n int)      { m.bytesOutC.Add(n) }
 func (m *brokerMetrics) setBackend(b string) { m.backend.Store(b) }
 
+// watchFetchSessions exports the fetch session cache's size as Kafka's FetchSessionCache
+// metrics do: sessions (NumIncrementalFetchSessions), partitions cached in them
+// (NumIncrementalFetchPartitionsCached) and evictions (IncrementalFetchSessionEvictionsPerSec,
+// here a counter).
+func (m *brokerMetrics) watchFetchSessions(c *fetchSessionCache) {
+	m.set.NewGauge("ringbroker_incremental_fetch_sessions", func() float64 {
+		n, _, _ := c.stats()
+		return float64(n)
+	})
+	m.set.NewGauge("ringbroker_incremental_fetch_partitions_cached", func() float64 {
+		_, n, _ := c.stats()
+		return float64(n)
+	})
+	m.set.NewGauge("ringbroker_incremental_fetch_session_evictions_total", func() float64 {
+		_, _, n := c.stats()
+		return float64(n)
+	})
+}
+
 // topicBytesIn counts produced bytes per topic.
 func (m *brokerMetrics) topicBytesIn(topic string, n int) {
 	m.bytesIn.Add(n)

@@ -51,6 +51,12 @@ func seqValue(seq uint64) []byte {
 // test if any is not acknowledged.
 func produceSeq(t *testing.T, cl *kgo.Client, topic string, partitions int32, n int) {
 	t.Helper()
+	produceSeqRange(t, cl, topic, partitions, 0, n)
+}
+
+// produceSeqRange produces records from..to-1 as produceSeq does.
+func produceSeqRange(t *testing.T, cl *kgo.Client, topic string, partitions int32, from, to int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), millionTimeout)
 	defer cancel()
 	var (
@@ -58,7 +64,7 @@ func produceSeq(t *testing.T, cl *kgo.Client, topic string, partitions int32, n 
 		firstErr sync.Once
 		errMsg   atomic.Value
 	)
-	for i := range n {
+	for i := from; i < to; i++ {
 		r := &kgo.Record{Topic: topic, Partition: int32(i) % partitions, Value: seqValue(uint64(i))}
 		cl.Produce(ctx, r, func(r *kgo.Record, err error) {
 			if err != nil {
@@ -68,11 +74,43 @@ func produceSeq(t *testing.T, cl *kgo.Client, topic string, partitions int32, n 
 		})
 	}
 	if err := cl.Flush(ctx); err != nil {
-		t.Fatalf("flush %d records: %v", n, err)
+		t.Fatalf("flush records %d..%d: %v", from, to-1, err)
 	}
 	if f := failed.Load(); f > 0 {
-		t.Fatalf("%d of %d records failed; first: %v", f, n, errMsg.Load())
+		t.Fatalf("%d of records %d..%d failed; first: %v", f, from, to-1, errMsg.Load())
 	}
+}
+
+// seqChecker checks consumed records against produceSeq's: partition p holds records p,
+// p+partitions, p+2*partitions, ..., in that order, at offsets 0, 1, 2, ...
+type seqChecker struct {
+	partitions int32
+	next       []uint64 // next expected record number per partition
+	got        int
+}
+
+func newSeqChecker(partitions int32) *seqChecker {
+	c := &seqChecker{partitions: partitions, next: make([]uint64, partitions)}
+	for p := range partitions {
+		c.next[p] = uint64(p)
+	}
+	return c
+}
+
+// check fails the test unless r is the next record of its partition.
+func (c *seqChecker) check(t *testing.T, r *kgo.Record) {
+	t.Helper()
+	c.got++
+	p := r.Partition
+	if len(r.Value) < 8 {
+		t.Fatalf("%s/%d@%d: value of %d bytes", r.Topic, p, r.Offset, len(r.Value))
+	}
+	seq := binary.BigEndian.Uint64(r.Value)
+	wantOffset := int64(c.next[p] / uint64(c.partitions))
+	if seq != c.next[p] || r.Offset != wantOffset {
+		t.Fatalf("%s/%d@%d: record %d; want record %d at offset %d", r.Topic, p, r.Offset, seq, c.next[p], wantOffset)
+	}
+	c.next[p] += uint64(c.partitions)
 }
 
 // consumeSeq reads every partition of topic from the start with direct assignment and
@@ -86,33 +124,18 @@ func consumeSeq(t *testing.T, b *Broker, topic string, partitions int32, n int) 
 	}
 	cl := b.Client(t, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: assign}),
 		kgo.FetchMaxBytes(16<<20))
-	next := make([]uint64, partitions) // next expected record number per partition
-	for p := range partitions {
-		next[p] = uint64(p)
-	}
+	seq := newSeqChecker(partitions)
 	ctx, cancel := context.WithTimeout(context.Background(), millionTimeout)
 	defer cancel()
-	for got := 0; got < n; {
+	for seq.got < n {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			t.Fatalf("consumed %d of %d records: %v", got, n, err)
+			t.Fatalf("consumed %d of %d records: %v", seq.got, n, err)
 		}
 		fs.EachError(func(topic string, p int32, err error) {
 			t.Fatalf("fetch %s/%d: %v", topic, p, err)
 		})
-		fs.EachRecord(func(r *kgo.Record) {
-			got++
-			p := r.Partition
-			if len(r.Value) < 8 {
-				t.Fatalf("%s/%d@%d: value of %d bytes", topic, p, r.Offset, len(r.Value))
-			}
-			seq := binary.BigEndian.Uint64(r.Value)
-			wantOffset := int64(next[p] / uint64(partitions))
-			if seq != next[p] || r.Offset != wantOffset {
-				t.Fatalf("%s/%d@%d: record %d; want record %d at offset %d", topic, p, r.Offset, seq, next[p], wantOffset)
-			}
-			next[p] += uint64(partitions)
-		})
+		fs.EachRecord(func(r *kgo.Record) { seq.check(t, r) })
 	}
 	for p, o := range b.EndOffsets(t, topic) {
 		if want := int64((n - int(p) + int(partitions) - 1) / int(partitions)); o != want {

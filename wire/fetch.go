@@ -151,6 +151,10 @@ func (w *FetchWriter) Reset(h RequestHeader, throttleMs int32, errCode int16, se
 	return nil
 }
 
+// SetSessionID replaces the session id given to Reset: a fetch that opens a session (KIP-227)
+// learns its id only once the response is complete.
+func (w *FetchWriter) SetSessionID(id int32) { w.sessionID = id }
+
 // AddTopic starts a topic; partitions added next belong to it. Versions up
 // to 12 send name, later ones id.
 func (w *FetchWriter) AddTopic(name string, id [16]byte) {

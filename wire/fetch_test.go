@@ -211,6 +211,21 @@ func TestFetchWriterEmptyResponse(t *testing.T) {
 	}
 }
 
+// TestFetchWriterSetSessionID: the session id set after Reset is the one encoded.
+func TestFetchWriterSetSessionID(t *testing.T) {
+	var w FetchWriter
+	if err := w.Reset(RequestHeader{APIKey: 1, APIVersion: 18, CorrelationID: 3}, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	w.SetSessionID(98765)
+	iov := w.Finish()
+	got := kmsg.NewPtrFetchResponse()
+	got.Version = 18
+	if err := got.ReadFrom(iov[0][9:]); err != nil || got.SessionID != 98765 {
+		t.Fatalf("session id %d (err %v); want 98765", got.SessionID, err)
+	}
+}
+
 func TestFetchWriterRejectsVersions(t *testing.T) {
 	var w FetchWriter
 	for _, h := range []RequestHeader{{APIKey: 1, APIVersion: 3}, {APIKey: 1, APIVersion: 19}, {APIKey: 0, APIVersion: 9}} {
