@@ -12,8 +12,12 @@ package log
 // timestamp deltas rebased onto it); a later cleaning after the horizon drops the tombstone.
 // Records without a key are dropped, as Kafka does. A batch of an idempotent producer whose
 // records are all dropped stays as an empty batch when it is that producer's last batch, so
-// the producer's sequence survives. Control and transactional batches are copied unchanged
-// (ringbroker has no transaction coordinator yet; no aborted data can exist).
+// the producer's sequence survives. Control and transactional batches are copied unchanged, and
+// their records never enter the key map, so no committed or aborted transactional record makes
+// another record go. A segment holding .txnindex entries is not rewritten at all: its aborted
+// transactions stay listed for read_committed fetchers. Unlike Kafka's cleaner, aborted data
+// and markers are therefore kept for good rather than removed (markers after the delete
+// horizon).
 //
 // Compressed batches are decompressed with internal/codec and rewritten with the same codec
 // and a fresh CRC.
@@ -123,6 +127,9 @@ func (c *Cleaner) clean(l *Log, force bool) (CleanStats, error) {
 		}
 	}
 	for _, group := range groupSegments(toClean, cfg.SegmentBytes) {
+		if len(group[0].abortedTxns()) > 0 {
+			continue // its .txnindex must stay with its batches
+		}
 		if e.removed.Load() {
 			return st, fmt.Errorf("clean %s: %w: log removed from the cleaner", l.dir, errCleaningAborted)
 		}
@@ -221,11 +228,13 @@ func (c *Cleaner) eachRecord(b []byte, h *batchHeader, fn func(*rawRecord)) erro
 
 // groupSegments splits segs into runs that can become one segment: at most segmentBytes in
 // total and with every offset within 32 bits of the first base, as Kafka's groupSegmentsBySize.
+// A segment with .txnindex entries is a group of its own, which clean leaves alone.
 func groupSegments(segs []*segment, segmentBytes int64) [][]*segment {
 	var groups [][]*segment
 	for i := 0; i < len(segs); {
 		j, size := i+1, segs[i].size.Load()
-		for j < len(segs) && size+segs[j].size.Load() <= segmentBytes && segs[j].next-1-segs[i].base <= math.MaxInt32 {
+		for j < len(segs) && len(segs[i].abortedTxns()) == 0 && len(segs[j].abortedTxns()) == 0 &&
+			size+segs[j].size.Load() <= segmentBytes && segs[j].next-1-segs[i].base <= math.MaxInt32 {
 			size += segs[j].size.Load()
 			j++
 		}

@@ -1,0 +1,407 @@
+package log
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/internal/recordbatch"
+	"ringbroker/internal/testutil"
+)
+
+// txnBatch is a transactional batch of producer pid: records records of valueSize bytes.
+func txnBatch(tb testing.TB, pid int64, epoch int16, seq int32, records, valueSize int) []byte {
+	tb.Helper()
+	s := idem(pid, epoch, seq, records)
+	s.valueSize = valueSize
+	b := makeBatch(tb, s)
+	setAttributes(b, recordbatch.AttrTransactional)
+	return b
+}
+
+// setAttributes ors attrs into batch b's attributes and seals its CRC again.
+func setAttributes(b []byte, attrs int16) {
+	be := binary.BigEndian
+	be.PutUint16(b[recordbatch.OffAttributes:], be.Uint16(b[recordbatch.OffAttributes:])|uint16(attrs))
+	rb := kmsg.RecordBatch{}
+	if err := rb.ReadFrom(b); err != nil {
+		panic(err)
+	}
+	copy(b, testutil.SealBatch(rb))
+}
+
+// marker is a COMMIT (commit) or ABORT control batch of producer pid, as a transaction
+// coordinator writes it: key (version 0, type), value (version 0, coordinator epoch).
+func marker(tb testing.TB, pid int64, epoch int16, commit bool, coordEpoch int32) []byte {
+	tb.Helper()
+	key := []byte{0, 0, 0, controlAbort}
+	if commit {
+		key[3] = controlCommit
+	}
+	value := binary.BigEndian.AppendUint32([]byte{0, 0}, uint32(coordEpoch))
+	rb := testutil.NewBatch(1000, kmsg.Record{Key: key, Value: value})
+	rb.Attributes = recordbatch.AttrControl | recordbatch.AttrTransactional
+	rb.ProducerID, rb.ProducerEpoch, rb.FirstSequence = pid, epoch, -1
+	return testutil.SealBatch(rb)
+}
+
+// wantAborted checks the aborted transactions l lists for from..upto.
+func wantAborted(tb testing.TB, l *Log, from, upto int64, want ...AbortedTxn) {
+	tb.Helper()
+	if got := l.AbortedTransactions(from, upto); !slices.Equal(got, want) {
+		tb.Fatalf("AbortedTransactions(%d, %d) = %+v; want %+v", from, upto, got, want)
+	}
+}
+
+// wantLSO checks the last stable offset l gives for high watermark hw.
+func wantLSO(tb testing.TB, l *Log, hw, want int64) {
+	tb.Helper()
+	if got := l.LastStableOffset(hw); got != want {
+		tb.Fatalf("LastStableOffset(%d) = %d; want %d", hw, got, want)
+	}
+}
+
+// txnFixture writes: a plain batch (0), producer 1's transaction (1-2), producer 2's (3-4),
+// producer 1's COMMIT (5), producer 2's ABORT (6) and producer 3's open transaction (7-8).
+func txnFixture(t *testing.T, l *Log) {
+	t.Helper()
+	mustAppend(t, l, makeBatch(t, plain(1, 8, 1000)))
+	mustAppend(t, l, txnBatch(t, 1, 0, 0, 2, 8))
+	wantLSO(t, l, l.LogEndOffset(), 1)
+	mustAppend(t, l, txnBatch(t, 2, 0, 0, 2, 8))
+	mustAppend(t, l, marker(t, 1, 0, true, 5))
+	// The commit's marker (5) is not below the high watermark yet: producer 1 still counts.
+	wantLSO(t, l, 5, 1)
+	wantLSO(t, l, 6, 3)
+	mustAppend(t, l, marker(t, 2, 0, false, 5))
+	wantLSO(t, l, 7, 7)
+	mustAppend(t, l, txnBatch(t, 3, 0, 0, 2, 8))
+	wantLSO(t, l, 9, 7)
+	wantLSO(t, l, 6, 6) // capped by the high watermark
+}
+
+func TestTxnLastStableOffsetAndIndex(t *testing.T) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, testConfig(), Options{})
+	defer l.Close()
+	txnFixture(t, l)
+	wantAborted(t, l, 0, 9, AbortedTxn{ProducerID: 2, FirstOffset: 3})
+	wantAborted(t, l, 7, 9)                                            // marker before the range
+	wantAborted(t, l, 0, 3)                                            // transaction after it
+	wantAborted(t, l, 6, 7, AbortedTxn{ProducerID: 2, FirstOffset: 3}) // the marker itself
+	data, err := os.ReadFile(segmentPath(dir, 0, txnIndexSuffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Kafka's entry: version 0, producer 2, first 3, last (the marker) 6, last stable 7 (no
+	// other transaction was ongoing when it completed).
+	want := []byte{0, 0}
+	for _, v := range []int64{2, 3, 6, 7} {
+		want = binary.BigEndian.AppendUint64(want, uint64(v))
+	}
+	if !bytes.Equal(data, want) {
+		t.Fatalf(".txnindex = %x; want %x", data, want)
+	}
+}
+
+// TestTxnIndexLastStableOffset: an abort completing while another transaction is ongoing
+// records that transaction's first offset as its last stable offset, which ends a search.
+func TestTxnIndexLastStableOffset(t *testing.T) {
+	l := mustOpen(t, t.TempDir(), testConfig(), Options{})
+	defer l.Close()
+	mustAppend(t, l, txnBatch(t, 1, 0, 0, 1, 8)) // 0
+	mustAppend(t, l, txnBatch(t, 2, 0, 0, 1, 8)) // 1
+	mustAppend(t, l, marker(t, 1, 0, false, 0))  // 2
+	mustAppend(t, l, marker(t, 2, 0, false, 0))  // 3
+	got := l.active.abortedTxns()
+	want := []abortedTxn{{1, 0, 2, 1}, {2, 1, 3, 4}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("txnindex %+v; want %+v", got, want)
+	}
+	// Upto 1: the first entry's last stable offset reaches it; the second is not looked at.
+	wantAborted(t, l, 0, 1, AbortedTxn{ProducerID: 1, FirstOffset: 0})
+	wantAborted(t, l, 0, 4, AbortedTxn{ProducerID: 1, FirstOffset: 0}, AbortedTxn{ProducerID: 2, FirstOffset: 1})
+}
+
+func TestTxnProducerChecks(t *testing.T) {
+	l := mustOpen(t, t.TempDir(), testConfig(), Options{})
+	defer l.Close()
+	mustAppend(t, l, txnBatch(t, 1, 3, 0, 1, 8))
+	if _, err := l.Append(makeBatch(t, idem(1, 3, 1, 1))); !errors.Is(err, ErrInvalidTxnState) {
+		t.Fatalf("non-transactional batch during a transaction: %v; want ErrInvalidTxnState", err)
+	}
+	if _, err := l.Append(marker(t, 1, 2, true, 0)); !errors.Is(err, ErrInvalidProducerEpoch) {
+		t.Fatalf("marker with an older producer epoch: %v; want ErrInvalidProducerEpoch", err)
+	}
+	mustAppend(t, l, marker(t, 1, 3, true, 4))
+	mustAppend(t, l, txnBatch(t, 1, 3, 1, 1, 8))
+	if _, err := l.Append(marker(t, 1, 3, false, 3)); !errors.Is(err, ErrTransactionCoordinatorFenced) {
+		t.Fatalf("marker of an older coordinator epoch: %v; want ErrTransactionCoordinatorFenced", err)
+	}
+	wantLSO(t, l, l.LogEndOffset(), 2) // the refused marker changed nothing
+	corrupt := marker(t, 1, 3, true, 4)
+	rb := kmsg.RecordBatch{}
+	if err := rb.ReadFrom(corrupt); err != nil {
+		t.Fatal(err)
+	}
+	rb.Records = testutil.EncodeRecords(kmsg.Record{Key: []byte{0, 0}, Value: []byte{0, 0, 0, 0, 0, 4}})
+	if _, err := l.Append(testutil.SealBatch(rb)); !errors.Is(err, ErrCorruptBatch) {
+		t.Fatalf("marker with a 2-byte key: %v; want ErrCorruptBatch", err)
+	}
+	// A marker without a transaction completes an empty one at its own offset (Kafka's).
+	mustAppend(t, l, marker(t, 1, 3, false, 4)) // 3: aborts the transaction from 2
+	mustAppend(t, l, marker(t, 5, 0, false, 0)) // 4: an empty transaction
+	wantAborted(t, l, 0, l.LogEndOffset(), AbortedTxn{ProducerID: 1, FirstOffset: 2}, AbortedTxn{ProducerID: 5, FirstOffset: 4})
+}
+
+// TestTxnRecovery rebuilds the transaction state and .txnindex on reopen: after a crash
+// without clean shutdown, after deleting the indexes, and from a snapshot after a clean close.
+func TestTxnRecovery(t *testing.T) {
+	cfg := testConfig()
+	fill := func(t *testing.T) (string, []int64) {
+		dir := t.TempDir()
+		l := mustOpen(t, dir, cfg, Options{})
+		// Producer 1 aborts a transaction spanning a roll; producer 2 commits one; producer
+		// 3's stays open across segments.
+		mustAppend(t, l, txnBatch(t, 1, 0, 0, 4, 1500)) // 0-3
+		mustAppend(t, l, txnBatch(t, 3, 0, 0, 1, 8))    // 4
+		for i := range 12 {
+			mustAppend(t, l, txnBatch(t, 1, 0, int32(4+i*4), 4, 1500))
+		}
+		mustAppend(t, l, marker(t, 1, 0, false, 1))
+		mustAppend(t, l, txnBatch(t, 2, 0, 0, 1, 8))
+		mustAppend(t, l, marker(t, 2, 0, true, 1))
+		bases := segmentBases(l)
+		if len(bases) < 3 {
+			t.Fatalf("fixture made %d segments; want at least 3", len(bases))
+		}
+		wantLSO(t, l, l.LogEndOffset(), 4)
+		abortAt := l.LogEndOffset() - 3
+		wantAborted(t, l, 0, l.LogEndOffset(), AbortedTxn{ProducerID: 1, FirstOffset: 0})
+		if got := l.active.abortedTxns(); len(got) != 1 || got[0] != (abortedTxn{1, 0, abortAt, 4}) {
+			t.Fatalf("active segment's txnindex %+v; want the abort at %d with last stable offset 4", got, abortAt)
+		}
+		crash(l)
+		return dir, bases
+	}
+	check := func(t *testing.T, l *Log) {
+		t.Helper()
+		wantLSO(t, l, l.LogEndOffset(), 4)
+		wantAborted(t, l, 0, l.LogEndOffset(), AbortedTxn{ProducerID: 1, FirstOffset: 0})
+		wantAborted(t, l, 5, 9, AbortedTxn{ProducerID: 1, FirstOffset: 0})
+		if _, err := l.Append(makeBatch(t, idem(3, 0, 1, 1))); !errors.Is(err, ErrInvalidTxnState) {
+			t.Fatalf("producer 3's transaction was not restored: %v", err)
+		}
+	}
+	t.Run("crash", func(t *testing.T) {
+		dir, _ := fill(t)
+		l := mustOpen(t, dir, cfg, Options{})
+		defer l.Close()
+		check(t, l)
+	})
+	t.Run("indexes deleted", func(t *testing.T) {
+		dir, bases := fill(t)
+		last := bases[len(bases)-1]
+		for _, suffix := range []string{txnIndexSuffix, indexSuffix, timeIndexSuffix} {
+			if err := os.Remove(segmentPath(dir, last, suffix)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l := mustOpen(t, dir, cfg, Options{CleanShutdown: true})
+		defer l.Close()
+		check(t, l)
+		if _, err := os.Stat(segmentPath(dir, last, txnIndexSuffix)); err != nil {
+			t.Fatalf("txnindex not rebuilt: %v", err)
+		}
+	})
+	t.Run("damaged txnindex", func(t *testing.T) {
+		dir, bases := fill(t)
+		last := bases[len(bases)-1]
+		if err := os.WriteFile(segmentPath(dir, last, txnIndexSuffix), []byte{0, 1, 2}, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		l := mustOpen(t, dir, cfg, Options{})
+		defer l.Close()
+		check(t, l)
+	})
+	t.Run("snapshot", func(t *testing.T) {
+		dir, _ := fill(t)
+		l := mustOpen(t, dir, cfg, Options{})
+		leo := l.LogEndOffset()
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+
+		data, err := os.ReadFile(snapshotPath(dir, leo))
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries, err := decodeSnapshot(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := entries[3]; e.txnFirstOffset != 4 {
+			t.Fatalf("snapshot keeps producer 3's transaction from %d; want 4", e.txnFirstOffset)
+		}
+		if e := entries[1]; e.txnFirstOffset != -1 || e.coordinatorEpoch != 1 {
+			t.Fatalf("snapshot: producer 1 transaction from %d, coordinator epoch %d; want -1, 1", e.txnFirstOffset, e.coordinatorEpoch)
+		}
+		l = mustOpen(t, dir, cfg, Options{CleanShutdown: true})
+		defer l.Close()
+		if l.snapOffset != leo {
+			t.Fatalf("Open loaded the snapshot at %d; want %d", l.snapOffset, leo)
+		}
+		check(t, l)
+	})
+}
+
+// TestTxnTruncate cuts the log below an ABORT marker: its .txnindex entry goes, and the
+// transaction is ongoing again.
+func TestTxnTruncate(t *testing.T) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, testConfig(), Options{})
+	defer l.Close()
+	txnFixture(t, l)
+	if err := l.TruncateTo(6); err != nil { // producer 2's ABORT was at 6
+		t.Fatal(err)
+	}
+	wantAborted(t, l, 0, 6)
+	wantLSO(t, l, 6, 3)
+	if _, err := os.Stat(segmentPath(dir, 0, txnIndexSuffix)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("txnindex without entries left: %v; want it removed", err)
+	}
+	mustAppend(t, l, marker(t, 2, 0, false, 5))
+	wantAborted(t, l, 0, 7, AbortedTxn{ProducerID: 2, FirstOffset: 3})
+	if err := l.TruncateFullyAndStartAt(100); err != nil {
+		t.Fatal(err)
+	}
+	wantLSO(t, l, 100, 100)
+	wantAborted(t, l, 100, 101)
+}
+
+// TestTxnFollower replays a leader's batches as a follower: the same transactions, index and
+// last stable offset.
+func TestTxnFollower(t *testing.T) {
+	leader := mustOpen(t, t.TempDir(), testConfig(), Options{})
+	defer leader.Close()
+	txnFixture(t, leader)
+	dir := t.TempDir()
+	follower := mustOpen(t, dir, testConfig(), Options{})
+	defer follower.Close()
+	for _, b := range readBatches(t, leader, 0) {
+		if _, err := follower.AppendAsFollower(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantAborted(t, follower, 0, 9, AbortedTxn{ProducerID: 2, FirstOffset: 3})
+	wantLSO(t, follower, 9, 7)
+	got, err := os.ReadFile(filepath.Join(dir, "00000000000000000000.txnindex"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := appendTxnEntry(nil, abortedTxn{2, 3, 6, 7}); !bytes.Equal(got, want) {
+		t.Fatalf("follower .txnindex %x; want %x", got, want)
+	}
+}
+
+// TestTxnRetention deletes a segment with its .txnindex.
+func TestTxnRetention(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig()
+	l := mustOpen(t, dir, cfg, Options{})
+	defer l.Close()
+	mustAppend(t, l, txnBatch(t, 1, 0, 0, 1, 8))
+	mustAppend(t, l, marker(t, 1, 0, false, 0))
+	for l.active.base == 0 {
+		mustAppend(t, l, makeBatch(t, plain(4, 1500, 1000)))
+	}
+	if _, err := l.DeleteRecordsBefore(l.active.base); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.ApplyRetention(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 5*time.Second, func() error {
+		if _, err := os.Stat(segmentPath(dir, 0, txnIndexSuffix)); !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("segment 0's txnindex still there: %v", err)
+		}
+		return nil
+	})
+	wantAborted(t, l, l.LogStartOffset(), l.LogEndOffset())
+}
+
+// FuzzTxnDecoders feeds arbitrary bytes to the control-record and .txnindex decoders: they
+// never panic, and what decodes encodes back to the same bytes.
+func FuzzTxnDecoders(f *testing.F) {
+	f.Add(marker(f, 1, 0, true, 3))
+	f.Add(marker(f, 1, 0, false, -1))
+	f.Add(appendTxnEntry(appendTxnEntry(nil, abortedTxn{1, 0, 2, 3}), abortedTxn{2, 1, 4, 5}))
+	f.Add([]byte{0, 0, 1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if m, ok, err := parseEndTxnMarker(b); err == nil && ok {
+			again, ok, err := parseEndTxnMarker(marker(t, 1, 0, m.commit, m.coordinatorEpoch))
+			if err != nil || !ok || again != m {
+				t.Fatalf("marker %+v parsed from %x does not survive a round trip: %+v, %v, %v", m, b, again, ok, err)
+			}
+		}
+		list, err := decodeTxnIndex(b)
+		if err != nil {
+			return
+		}
+		var out []byte
+		for _, a := range list {
+			out = appendTxnEntry(out, a)
+		}
+		if !bytes.Equal(out, b) {
+			t.Fatalf("decode/encode of %x gave %x", b, out)
+		}
+	})
+}
+
+// TestTxnCompaction: the cleaner leaves a segment with .txnindex entries as it is (its aborted
+// transaction stays listed, its markers and transactional records stay), cleans the others,
+// and no transactional record makes an older record of its key go.
+func TestTxnCompaction(t *testing.T) {
+	f := newCleanerFixture(t, testConfig(), DefaultCompactionConfig())
+	l := f.l
+	mustAppend(t, l, keyedBatch(t, plainOpts(0, 1000), put("k", "v1"))) // 0
+	txn := keyedBatch(t, batchOpts{ts: 1000, producerID: 1, epoch: 0, seq: 0}, put("k", "aborted"))
+	setAttributes(txn, recordbatch.AttrTransactional)
+	mustAppend(t, l, txn)                       // 1
+	mustAppend(t, l, marker(t, 1, 0, false, 0)) // 2
+	f.roll(t)
+	mustAppend(t, l, keyedBatch(t, plainOpts(0, 1000), put("j", "j1"))) // 3
+	committed := keyedBatch(t, batchOpts{ts: 1000, producerID: 2, epoch: 0, seq: 0}, put("j", "committed"))
+	setAttributes(committed, recordbatch.AttrTransactional)
+	mustAppend(t, l, committed)                                                         // 4
+	mustAppend(t, l, marker(t, 2, 0, true, 0))                                          // 5
+	mustAppend(t, l, keyedBatch(t, plainOpts(0, 1000), put("k", "v2"), put("x", "x1"))) // 6-7
+	f.roll(t)
+	mustAppend(t, l, keyedBatch(t, plainOpts(0, 1000), put("x", "x2"))) // 8
+	f.roll(t)
+	f.clean(t)
+	recs, _ := readRecords(t, l)
+	var got []string
+	for _, r := range recs {
+		got = append(got, r.String())
+	}
+	// Kept: the whole first segment; j1 (the committed transactional record does not
+	// supersede it), the transactional batches and markers; x1 went for x2.
+	want := []string{"0:k=v1", "1:k=aborted", "2:\x00\x00\x00\x00=\x00\x00\x00\x00\x00\x00",
+		"3:j=j1", "4:j=committed", "5:\x00\x00\x00\x01=\x00\x00\x00\x00\x00\x00", "6:k=v2", "8:x=x2"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("after cleaning: %q; want %q", got, want)
+	}
+	wantAborted(t, l, 0, l.LogEndOffset(), AbortedTxn{ProducerID: 1, FirstOffset: 1})
+	if _, err := os.Stat(segmentPath(f.dir, 0, txnIndexSuffix)); err != nil {
+		t.Fatalf("txnindex after cleaning: %v", err)
+	}
+}
