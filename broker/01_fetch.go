@@ -2,8 +2,11 @@ package broker
 
 // Fetch (key 1), versions 4-18.
 //
-// Consumer fetches with isolation read_uncommitted and read_committed (the same until
-// transactions land: the last stable offset equals the high watermark). Each partition is read up
+// Consumer fetches with isolation read_uncommitted read up to the high watermark, read_committed
+// up to the last stable offset (the first offset of the oldest transaction not yet decided and
+// replicated, at most the high watermark), with the aborted transactions overlapping the range
+// (producer id, first offset; from the .txnindex) for the consumer to drop; every response
+// carries the last stable offset. Each partition is read up
 // to its partition max bytes and the response up to max bytes, except that the first partition
 // with data returns at least one whole batch (KIP-74). When fewer than min bytes are ready the
 // fetch parks on its partitions and is answered on the next append that brings enough, or when
@@ -140,10 +143,13 @@ func (f *fetchOp) run() {
 }
 
 // readLimit is the offset f reads up to in p: the log end for a follower, the high watermark
-// for a consumer.
+// for a read_uncommitted consumer, the last stable offset for a read_committed one.
 func (f *fetchOp) readLimit(p *partition) int64 {
-	if f.replica >= 0 {
+	switch {
+	case f.replica >= 0:
 		return p.log.LogEndOffset()
+	case f.req.IsolationLevel == 1:
+		return p.log.LastStableOffset(p.highWatermark())
 	}
 	return p.highWatermark()
 }
@@ -266,13 +272,16 @@ func (f *fetchOp) attemptLocked(final bool) bool {
 				continue
 			}
 			hw, leo := p.highWatermark(), p.log.LogEndOffset()
+			lso := p.log.LastStableOffset(hw)
 			upto := hw
 			if f.replica >= 0 {
 				upto = leo
+			} else if req.IsolationLevel == 1 {
+				upto = lso
 			}
 			touched = append(touched, p)
 			seen = append(seen, upto)
-			fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset = hw, hw, p.log.LogStartOffset()
+			fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset = hw, lso, p.log.LogStartOffset()
 			if rp.FetchOffset < fp.LogStartOffset || rp.FetchOffset > leo {
 				fp.ErrorCode = kerr.OffsetOutOfRange.Code
 				anyErr = true
@@ -292,7 +301,8 @@ func (f *fetchOp) attemptLocked(final bool) bool {
 			}
 			if f.replica >= 0 {
 				b.followerFetched(p, f.replica, f.replicaEpoch(), rp.FetchOffset, now)
-				fp.HighWatermark, fp.LastStableOffset = p.highWatermark(), p.highWatermark()
+				fp.HighWatermark = p.highWatermark()
+				fp.LastStableOffset = p.log.LastStableOffset(fp.HighWatermark)
 			} else {
 				p.log.NoteReader(rp.FetchOffset)
 			}
@@ -315,6 +325,9 @@ func (f *fetchOp) attemptLocked(final bool) bool {
 				anyErr = true
 				w.AddPartition(fp, noRecords)
 				continue
+			}
+			if req.IsolationLevel == 1 && len(rr.Data) > 0 {
+				fp.AbortedTxns = abortedTxns(p, rp.FetchOffset, upto)
 			}
 			reads = append(reads, rr)
 			total += len(rr.Data)
