@@ -95,8 +95,10 @@ type producers struct {
 	entries map[int64]producerEntry
 	staged  []stagedProducer // reused across appends
 	// ongoing maps each producer with an ongoing transaction to its first offset; it mirrors
-	// the committed entries' txnFirstOffset.
-	ongoing map[int64]int64
+	// the committed entries' txnFirstOffset. ongoingChanged says a commit changed it since
+	// Log.noteTxns last looked.
+	ongoing        map[int64]int64
+	ongoingChanged bool
 	// completed lists the transactions the staged batches complete, in log order; commit
 	// hands them back.
 	completed []completedTxn
@@ -212,10 +214,14 @@ func (p *producers) endTxn(h *batchHeader, e *producerEntry, m endTxnMarker, isM
 func (p *producers) commit() []completedTxn {
 	for _, s := range p.staged {
 		p.entries[s.id] = s.entry
-		if s.entry.txnFirstOffset >= 0 {
+		first, had := p.ongoing[s.id]
+		switch {
+		case s.entry.txnFirstOffset >= 0 && (!had || first != s.entry.txnFirstOffset):
 			p.ongoing[s.id] = s.entry.txnFirstOffset
-		} else {
+			p.ongoingChanged = true
+		case s.entry.txnFirstOffset < 0 && had:
 			delete(p.ongoing, s.id)
+			p.ongoingChanged = true
 		}
 	}
 	p.staged = p.staged[:0]

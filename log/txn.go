@@ -275,8 +275,12 @@ func (p *producers) ongoingFirst(except int64) int64 {
 
 // noteTxns records what a commit of the producer state changed: transactions completed (an
 // aborted one into the .txnindex of s, the segment holding its marker, when index is set) and
-// the first unstable offset. Called under l.mu. It returns the first failed index write.
+// the first unstable offset. Called under l.mu, after every commit; it costs nothing when no
+// transaction began or ended. It returns the first failed index write.
 func (l *Log) noteTxns(done []completedTxn, s *segment, index bool) error {
+	if len(done) == 0 && !l.producers.ongoingChanged {
+		return nil
+	}
 	var err error
 	if len(done) > 0 {
 		l.txnMu.Lock()
@@ -304,6 +308,7 @@ func (l *Log) noteTxns(done []completedTxn, s *segment, index bool) error {
 func (l *Log) updateFirstUnstable() {
 	l.txnMu.Lock()
 	defer l.txnMu.Unlock()
+	l.producers.ongoingChanged = false
 	first := l.producers.ongoingFirst(-1)
 	l.ongoingMin.Store(first)
 	for _, c := range l.unreplicated {
