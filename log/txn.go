@@ -338,7 +338,9 @@ func (p *producers) rebuildOngoing() {
 
 // LastStableOffset returns the partition's last stable offset given its high watermark hw
 // (Kafka's UnifiedLog.lastStableOffset): the first offset of the oldest transaction that is
-// ongoing or whose marker hw has not passed yet, or hw when that is not below it. Completed
+// ongoing or whose marker hw has not passed yet, but not below the log start offset (a
+// transaction whose start DeleteRecords or retention removed holds it at the log start, as
+// Kafka's maybeIncrementFirstUnstableOffset), or hw when that is not below it. Completed
 // transactions whose marker lies below hw stop counting. Lock-free unless a transaction is
 // unstable below hw.
 func (l *Log) LastStableOffset(hw int64) int64 {
@@ -358,7 +360,7 @@ func (l *Log) LastStableOffset(hw int64) int64 {
 	l.unreplicated = kept
 	first = min(first, l.ongoingMin.Load())
 	l.firstUnstable.Store(first)
-	return min(first, hw)
+	return min(max(first, l.logStart.Load()), hw)
 }
 
 // AbortedTransactions lists the aborted transactions overlapping offsets from..upto-1 (Kafka's

@@ -131,6 +131,23 @@ func TestTxnIndexLastStableOffset(t *testing.T) {
 	wantAborted(t, l, 0, 4, AbortedTxn{ProducerID: 1, FirstOffset: 0}, AbortedTxn{ProducerID: 2, FirstOffset: 1})
 }
 
+// TestTxnLastStableOffsetLogStart: a transaction whose start DeleteRecords removed holds the
+// last stable offset at the log start, not below it.
+func TestTxnLastStableOffsetLogStart(t *testing.T) {
+	l := mustOpen(t, t.TempDir(), testConfig(), Options{})
+	defer l.Close()
+	mustAppend(t, l, makeBatch(t, plain(1, 8, 1000))) // 0
+	mustAppend(t, l, txnBatch(t, 1, 0, 0, 2, 8))      // 1-2
+	mustAppend(t, l, makeBatch(t, plain(2, 8, 1000))) // 3-4
+	if _, err := l.DeleteRecordsBefore(3); err != nil {
+		t.Fatal(err)
+	}
+	wantLSO(t, l, 5, 3)
+	mustAppend(t, l, marker(t, 1, 0, true, 0)) // 5
+	wantLSO(t, l, 5, 3)                        // the marker is not below the high watermark
+	wantLSO(t, l, 6, 6)
+}
+
 func TestTxnProducerChecks(t *testing.T) {
 	l := mustOpen(t, t.TempDir(), testConfig(), Options{})
 	defer l.Close()
