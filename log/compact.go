@@ -12,12 +12,14 @@ package log
 // timestamp deltas rebased onto it); a later cleaning after the horizon drops the tombstone.
 // Records without a key are dropped, as Kafka does. A batch of an idempotent producer whose
 // records are all dropped stays as an empty batch when it is that producer's last batch, so
-// the producer's sequence survives. Control and transactional batches are copied unchanged, and
-// their records never enter the key map, so no committed or aborted transactional record makes
-// another record go. A segment holding .txnindex entries is not rewritten at all: its aborted
-// transactions stay listed for read_committed fetchers. Unlike Kafka's cleaner, aborted data
-// and markers are therefore kept for good rather than removed (markers after the delete
-// horizon).
+// the producer's sequence survives. Transactions, after Kafka's cleaner: the batches of an
+// aborted transaction (one with a .txnindex entry whose transaction is no longer unstable:
+// decided and replicated) are removed, but for a producer's last batch, which stays empty;
+// other transactional batches (committed or undecided) and control batches are copied
+// unchanged, and transactional records never enter the key map, so no transactional record
+// makes another record go. The .txnindex entries of a group go to the cleaned segment. Unlike
+// Kafka's cleaner, markers are never removed (Kafka drops them after delete.retention.ms once
+// their transaction has no data left), and committed transactional records are not compacted.
 //
 // Compressed batches are decompressed with internal/codec and rewritten with the same codec
 // and a fresh CRC.
@@ -34,6 +36,7 @@ import (
 
 	"ringbroker/internal/codec"
 	"ringbroker/internal/crc32c"
+	"ringbroker/internal/fsutil"
 	"ringbroker/internal/recordbatch"
 )
 
@@ -49,13 +52,14 @@ const (
 
 // filter is what deciding on one record needs.
 type filter struct {
-	mapEnd          int64              // records at or past it are kept unexamined
-	now             int64              // Unix ms
-	deleteRetention int64              // ms
-	producerLast    map[int64]int64    // producer id -> last offset of its newest batch
-	minHorizon      int64              // smallest delete horizon among the kept batches
-	stats           *CleanStats        // counters
-	offsets         map[[16]byte]int64 // key hash -> latest offset
+	mapEnd          int64                  // records at or past it are kept unexamined
+	now             int64                  // Unix ms
+	deleteRetention int64                  // ms
+	producerLast    map[int64]int64        // producer id -> last offset of its newest batch
+	aborted         map[int64][]abortedTxn // producer id -> its decided aborted transactions
+	minHorizon      int64                  // smallest delete horizon among the kept batches
+	stats           *CleanStats            // counters
+	offsets         map[[16]byte]int64     // key hash -> latest offset
 }
 
 // clean runs one cleaning of l; without force, only when something is dirty or due.
@@ -99,6 +103,7 @@ func (c *Cleaner) clean(l *Log, force bool) (CleanStats, error) {
 			producerLast[id] = pe.batches[pe.n-1].lastOffset
 		}
 	}
+	aborted := l.decidedAborts()
 	cfg := l.cfg
 	l.mu.Unlock()
 	defer func() {
@@ -119,7 +124,7 @@ func (c *Cleaner) clean(l *Log, force bool) (CleanStats, error) {
 		return st, fmt.Errorf("clean %s: build offset map: %w", l.dir, err)
 	}
 	f := &filter{mapEnd: mapEnd, now: now, deleteRetention: cc.DeleteRetention.Milliseconds(),
-		producerLast: producerLast, minHorizon: math.MaxInt64, stats: &st, offsets: c.offsets}
+		producerLast: producerLast, aborted: aborted, minHorizon: math.MaxInt64, stats: &st, offsets: c.offsets}
 	var toClean []*segment
 	for _, s := range held {
 		if s.base < mapEnd {
@@ -127,9 +132,6 @@ func (c *Cleaner) clean(l *Log, force bool) (CleanStats, error) {
 		}
 	}
 	for _, group := range groupSegments(toClean, cfg.SegmentBytes) {
-		if len(group[0].abortedTxns()) > 0 {
-			continue // its .txnindex must stay with its batches
-		}
 		if e.removed.Load() {
 			return st, fmt.Errorf("clean %s: %w: log removed from the cleaner", l.dir, errCleaningAborted)
 		}
@@ -228,13 +230,11 @@ func (c *Cleaner) eachRecord(b []byte, h *batchHeader, fn func(*rawRecord)) erro
 
 // groupSegments splits segs into runs that can become one segment: at most segmentBytes in
 // total and with every offset within 32 bits of the first base, as Kafka's groupSegmentsBySize.
-// A segment with .txnindex entries is a group of its own, which clean leaves alone.
 func groupSegments(segs []*segment, segmentBytes int64) [][]*segment {
 	var groups [][]*segment
 	for i := 0; i < len(segs); {
 		j, size := i+1, segs[i].size.Load()
-		for j < len(segs) && len(segs[i].abortedTxns()) == 0 && len(segs[j].abortedTxns()) == 0 &&
-			size+segs[j].size.Load() <= segmentBytes && segs[j].next-1-segs[i].base <= math.MaxInt32 {
+		for j < len(segs) && size+segs[j].size.Load() <= segmentBytes && segs[j].next-1-segs[i].base <= math.MaxInt32 {
 			size += segs[j].size.Load()
 			j++
 		}
@@ -306,6 +306,9 @@ func (c *Cleaner) cleanGroup(l *Log, group []*segment, cfg *Config, f *filter) (
 	if err := w.Flush(); err != nil {
 		return nil, fmt.Errorf("write cleaned segment %s: %w", s.path, err)
 	}
+	if err := writeCleanedTxnIndex(l.dir, s, group); err != nil {
+		return nil, err
+	}
 	f.stats.BytesWritten += pos
 	if err := s.deactivate(); err != nil {
 		return nil, err
@@ -320,6 +323,57 @@ func (c *Cleaner) cleanGroup(l *Log, group []*segment, cfg *Config, f *filter) (
 	return s, nil
 }
 
+// writeCleanedTxnIndex gives the cleaned segment s the .txnindex entries of group, written
+// and fsynced under its .cleaned name when there are any.
+func writeCleanedTxnIndex(dir string, s *segment, group []*segment) error {
+	var entries []abortedTxn
+	var data []byte
+	for _, old := range group {
+		for _, a := range old.abortedTxns() {
+			entries = append(entries, a)
+			data = appendTxnEntry(data, a)
+		}
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	path := cleanedPath(dir, s.base, txnIndexSuffix)
+	if err := writeTemp(path, func(f *os.File) error { _, err := f.Write(data); return err }); err != nil {
+		return fmt.Errorf("write cleaned transaction index: %w", err)
+	}
+	if err := os.Rename(path+fsutil.TmpSuffix, path); err != nil {
+		return fmt.Errorf("write cleaned transaction index: %w", err)
+	}
+	s.aborted.Store(&entries)
+	return nil
+}
+
+// decidedAborts maps each producer to its aborted transactions in the .txnindex files that
+// are no longer unstable (their marker is replicated: they start below the first unstable
+// offset), whose batches cleaning removes. Called under l.mu.
+func (l *Log) decidedAborts() map[int64][]abortedTxn {
+	stable := l.firstUnstable.Load()
+	out := map[int64][]abortedTxn{}
+	for _, s := range *l.segs.Load() {
+		for _, a := range s.abortedTxns() {
+			if a.firstOffset < stable {
+				out[a.producerID] = append(out[a.producerID], a)
+			}
+		}
+	}
+	return out
+}
+
+// inAbortedTxn reports whether data batch h belongs to an aborted transaction of f.aborted.
+func (f *filter) inAbortedTxn(h *batchHeader) bool {
+	for _, a := range f.aborted[h.producerID] {
+		if a.firstOffset <= h.baseOffset && h.baseOffset <= a.lastOffset {
+			return true
+		}
+	}
+	return false
+}
+
 // filterBatch decides what of batch b (header h, CRC checked) survives. It returns b itself
 // with same = true when the batch is kept byte for byte, nil when it goes entirely, or a
 // rewritten batch (valid until the next call).
@@ -328,7 +382,11 @@ func (c *Cleaner) filterBatch(b []byte, h *batchHeader, f *filter) (out []byte, 
 	if hasHorizon {
 		f.minHorizon = min(f.minHorizon, h.baseTimestamp)
 	}
-	if h.isControl() || h.attributes&recordbatch.AttrTransactional != 0 || h.numRecords == 0 {
+	if h.isTransactional() && !h.isControl() && h.numRecords > 0 && f.inAbortedTxn(h) {
+		f.stats.RecordsRead += int64(h.numRecords)
+		return c.dropAll(b, h, f), false, nil
+	}
+	if h.isControl() || h.isTransactional() || h.numRecords == 0 {
 		return b, true, nil
 	}
 	c.kept = c.kept[:0]
@@ -359,10 +417,7 @@ func (c *Cleaner) filterBatch(b []byte, h *batchHeader, f *filter) (out []byte, 
 	case len(c.kept) == int(h.numRecords) && !setHorizon:
 		return b, true, nil
 	case len(c.kept) == 0:
-		if last, ok := f.producerLast[h.producerID]; ok && h.producerID >= 0 && last == h.lastOffset() {
-			return c.emptyBatch(b, h), false, nil
-		}
-		return nil, false, nil
+		return c.dropAll(b, h, f), false, nil
 	}
 	horizon := int64(-1)
 	if setHorizon {
@@ -399,6 +454,15 @@ func (c *Cleaner) filterBatch(b []byte, h *batchHeader, f *filter) (out []byte, 
 	be.PutUint32(c.out[recordbatch.OffBatchLength:], uint32(len(c.out)-recordbatch.LogOverhead))
 	be.PutUint32(c.out[recordbatch.OffCRC:], crc32c.Checksum(c.out[recordbatch.OffAttributes:]))
 	return c.out, false, nil
+}
+
+// dropAll is what remains of batch b when none of its records do: an empty batch when it is
+// its producer's newest (so the producer's sequence survives), else nothing.
+func (c *Cleaner) dropAll(b []byte, h *batchHeader, f *filter) []byte {
+	if last, ok := f.producerLast[h.producerID]; ok && h.producerID >= 0 && last == h.lastOffset() {
+		return c.emptyBatch(b, h)
+	}
+	return nil
 }
 
 // emptyBatch rewrites b as a batch without records that keeps its offsets, producer id, epoch

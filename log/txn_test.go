@@ -398,42 +398,73 @@ func FuzzTxnDecoders(f *testing.F) {
 	})
 }
 
-// TestTxnCompaction: the cleaner leaves a segment with .txnindex entries as it is (its aborted
-// transaction stays listed, its markers and transactional records stay), cleans the others,
-// and no transactional record makes an older record of its key go.
+// TestTxnCompaction: cleaning removes the batches of a decided aborted transaction (the
+// producer's last one stays, empty), keeps markers and committed or undecided transactional
+// batches, keeps transactional records out of the key map, and moves the .txnindex entries to
+// the cleaned segment, where a reopen finds them.
 func TestTxnCompaction(t *testing.T) {
 	f := newCleanerFixture(t, testConfig(), DefaultCompactionConfig())
 	l := f.l
+	txn := func(pid int64, seq int32, recs ...kv) []byte {
+		b := keyedBatch(t, batchOpts{ts: 1000, producerID: pid, epoch: 0, seq: seq}, recs...)
+		setAttributes(b, recordbatch.AttrTransactional)
+		return b
+	}
 	mustAppend(t, l, keyedBatch(t, plainOpts(0, 1000), put("k", "v1"))) // 0
-	txn := keyedBatch(t, batchOpts{ts: 1000, producerID: 1, epoch: 0, seq: 0}, put("k", "aborted"))
-	setAttributes(txn, recordbatch.AttrTransactional)
-	mustAppend(t, l, txn)                       // 1
-	mustAppend(t, l, marker(t, 1, 0, false, 0)) // 2
+	mustAppend(t, l, txn(1, 0, put("k", "aborted1")))                   // 1
+	mustAppend(t, l, txn(1, 1, put("y", "aborted2")))                   // 2
 	f.roll(t)
-	mustAppend(t, l, keyedBatch(t, plainOpts(0, 1000), put("j", "j1"))) // 3
-	committed := keyedBatch(t, batchOpts{ts: 1000, producerID: 2, epoch: 0, seq: 0}, put("j", "committed"))
-	setAttributes(committed, recordbatch.AttrTransactional)
-	mustAppend(t, l, committed)                                                         // 4
-	mustAppend(t, l, marker(t, 2, 0, true, 0))                                          // 5
-	mustAppend(t, l, keyedBatch(t, plainOpts(0, 1000), put("k", "v2"), put("x", "x1"))) // 6-7
+	mustAppend(t, l, marker(t, 1, 0, false, 0))                                         // 3: abort
+	mustAppend(t, l, keyedBatch(t, plainOpts(0, 1000), put("j", "j1")))                 // 4
+	mustAppend(t, l, txn(2, 0, put("j", "committed")))                                  // 5
+	mustAppend(t, l, marker(t, 2, 0, true, 0))                                          // 6: commit
+	mustAppend(t, l, keyedBatch(t, plainOpts(0, 1000), put("k", "v2"), put("x", "x1"))) // 7-8
 	f.roll(t)
-	mustAppend(t, l, keyedBatch(t, plainOpts(0, 1000), put("x", "x2"))) // 8
+	mustAppend(t, l, keyedBatch(t, plainOpts(0, 1000), put("x", "x2"))) // 9
+	mustAppend(t, l, txn(3, 0, put("z", "open")))                       // 10: undecided
 	f.roll(t)
+	if _, err := os.Stat(segmentPath(f.dir, 3, txnIndexSuffix)); err != nil {
+		t.Fatalf("the abort's txnindex: %v", err)
+	}
+	wantLSO(t, l, l.LogEndOffset(), 10) // the high watermark passed both markers
 	f.clean(t)
-	recs, _ := readRecords(t, l)
-	var got []string
-	for _, r := range recs {
-		got = append(got, r.String())
+
+	check := func() {
+		t.Helper()
+		recs, hdrs := readRecords(t, l)
+		var got []string
+		for _, r := range recs {
+			got = append(got, r.String())
+		}
+		want := []string{"3:\x00\x00\x00\x00=\x00\x00\x00\x00\x00\x00", "4:j=j1", "5:j=committed",
+			"6:\x00\x00\x00\x01=\x00\x00\x00\x00\x00\x00", "7:k=v2", "9:x=x2", "10:z=open"}
+		if !slices.Equal(got, want) {
+			t.Fatalf("after cleaning: %q; want %q", got, want)
+		}
+		// Producer 1's last batch stays, empty and transactional; its first one is gone.
+		if hdrs[0].FirstOffset != 2 || hdrs[0].NumRecords != 0 || hdrs[0].Attributes&recordbatch.AttrTransactional == 0 {
+			t.Fatalf("first batch after cleaning: %+v; want producer 1's empty transactional batch at 2", hdrs[0])
+		}
+		wantAborted(t, l, 0, l.LogEndOffset(), AbortedTxn{ProducerID: 1, FirstOffset: 1})
+		wantLSO(t, l, l.LogEndOffset(), 10)
+		data, err := os.ReadFile(segmentPath(f.dir, 0, txnIndexSuffix))
+		if err != nil {
+			t.Fatalf("cleaned segment's txnindex: %v", err)
+		}
+		if want := appendTxnEntry(nil, abortedTxn{1, 1, 3, 4}); !bytes.Equal(data, want) {
+			t.Fatalf("cleaned segment's txnindex %x; want %x", data, want)
+		}
 	}
-	// Kept: the whole first segment; j1 (the committed transactional record does not
-	// supersede it), the transactional batches and markers; x1 went for x2.
-	want := []string{"0:k=v1", "1:k=aborted", "2:\x00\x00\x00\x00=\x00\x00\x00\x00\x00\x00",
-		"3:j=j1", "4:j=committed", "5:\x00\x00\x00\x01=\x00\x00\x00\x00\x00\x00", "6:k=v2", "8:x=x2"}
-	if !slices.Equal(got, want) {
-		t.Fatalf("after cleaning: %q; want %q", got, want)
+	check()
+	if _, err := os.Stat(segmentPath(f.dir, 3, txnIndexSuffix)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the replaced segment's txnindex is still there: %v", err)
 	}
-	wantAborted(t, l, 0, l.LogEndOffset(), AbortedTxn{ProducerID: 1, FirstOffset: 1})
-	if _, err := os.Stat(segmentPath(f.dir, 0, txnIndexSuffix)); err != nil {
-		t.Fatalf("txnindex after cleaning: %v", err)
+	f.c.Remove(l)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
 	}
+	l = mustOpen(t, f.dir, testConfig(), Options{CleanShutdown: true})
+	f.l = l
+	f.c.Add(l, DefaultCompactionConfig())
+	check()
 }
