@@ -14,11 +14,12 @@ package log
 //	version int16 | crc uint32 (CRC32C of what follows) | count int32 | count entries
 //
 // Version 2 entry: producerId int64, epoch int16, lastTimestamp int64, coordinatorEpoch int32
-// (-1 before the producer's first marker), currentTxnFirstOffset int64 (the first offset of its
-// ongoing transaction, -1 when none: recovery restores ongoing transactions from it), n int8 (<= 5), then n batches (firstSeq int32, lastSeq int32,
-// firstOffset int64, lastOffset int64), oldest first. Kafka's version 1 entries (producerId,
-// epoch, lastSequence, lastOffset, offsetDelta, timestamp, coordinatorEpoch,
-// currentTxnFirstOffset: only the newest batch) are read too.
+// (-1 before the producer's first marker), currentTxnFirstOffset int64 (the first offset of
+// its ongoing transaction, -1 when none: recovery restores ongoing transactions from it), n
+// int8 (<= 5), then n batches (firstSeq int32, lastSeq int32, firstOffset int64, lastOffset
+// int64), oldest first. Kafka's version 1 entries (producerId, epoch, lastSequence,
+// lastOffset, offsetDelta, timestamp, coordinatorEpoch, currentTxnFirstOffset: only the
+// newest batch) are read too.
 
 import (
 	"encoding/binary"
