@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -293,7 +294,13 @@ func testTransactionsPartitionSide(t *testing.T, io string) {
 		if err != nil {
 			return err
 		}
-		return kerr.ErrorForCode(resp.ErrorCode)
+		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+			return err
+		}
+		if b.parts.Load().leader(offsetsTopic, 0) == nil {
+			return fmt.Errorf("%s-0 not led here yet", offsetsTopic)
+		}
+		return nil
 	})
 	before := listLatest(ctx, t, cl, offsetsTopic, 0)
 	codes = writeMarkers(ctx, t, b, cl, txnMarker{p: c, commit: true, coordEpoch: 6, topic: offsetsTopic, partitions: []int32{0}})
