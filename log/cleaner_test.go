@@ -489,7 +489,8 @@ func TestCleanerSwapRecovery(t *testing.T) {
 				t.Fatalf("fixture has %d sealed segments; want at least 2", len(group))
 			}
 			st := CleanStats{}
-			flt := &filter{mapEnd: f.l.active.base, now: f.clock().UnixMilli(), minHorizon: 1 << 62, stats: &st, offsets: f.c.offsets}
+			flt := &filter{mapEnd: f.l.active.base, now: f.clock().UnixMilli(), minHorizon: 1 << 62, stats: &st, offsets: f.c.offsets,
+				txnRetained: map[int64]bool{}, removedMarkers: map[int64]bool{}}
 			r := f.l.cleanableRange(&CompactionConfig{}, 0, flt.now)
 			if _, err := f.c.buildOffsetMap(r.segs, r); err != nil {
 				t.Fatal(err)

@@ -15,11 +15,12 @@ package log
 // the producer's sequence survives. Transactions, after Kafka's cleaner: the batches of an
 // aborted transaction (one with a .txnindex entry whose transaction is no longer unstable:
 // decided and replicated) are removed, but for a producer's last batch, which stays empty;
-// other transactional batches (committed or undecided) and control batches are copied
-// unchanged, and transactional records never enter the key map, so no transactional record
-// makes another record go. The .txnindex entries of a group go to the cleaned segment. Unlike
-// Kafka's cleaner, markers are never removed (Kafka drops them after delete.retention.ms once
-// their transaction has no data left), and committed transactional records are not compacted.
+// other transactional batches (committed or undecided) are copied unchanged, and
+// transactional records never enter the key map, so no transactional record makes another
+// record go. A marker whose transaction has no batch left gets a delete horizon like a
+// tombstone and goes after it, with its .txnindex entry; the other entries of a group go to
+// the cleaned segment. Unlike Kafka's cleaner, committed transactional records are not
+// compacted (their markers therefore stay).
 //
 // Compressed batches are decompressed with internal/codec and rewritten with the same codec
 // and a fresh CRC.
@@ -57,6 +58,9 @@ type filter struct {
 	deleteRetention int64                  // ms
 	producerLast    map[int64]int64        // producer id -> last offset of its newest batch
 	aborted         map[int64][]abortedTxn // producer id -> its decided aborted transactions
+	firstUnstable   int64                  // markers at or past it are not decided yet
+	txnRetained     map[int64]bool         // producer id -> a batch of its open transaction was kept
+	removedMarkers  map[int64]bool         // offsets of the markers this cleaning removed
 	minHorizon      int64                  // smallest delete horizon among the kept batches
 	stats           *CleanStats            // counters
 	offsets         map[[16]byte]int64     // key hash -> latest offset
@@ -104,6 +108,7 @@ func (c *Cleaner) clean(l *Log, force bool) (CleanStats, error) {
 		}
 	}
 	aborted := l.decidedAborts()
+	firstUnstable := l.firstUnstable.Load()
 	cfg := l.cfg
 	l.mu.Unlock()
 	defer func() {
@@ -124,7 +129,8 @@ func (c *Cleaner) clean(l *Log, force bool) (CleanStats, error) {
 		return st, fmt.Errorf("clean %s: build offset map: %w", l.dir, err)
 	}
 	f := &filter{mapEnd: mapEnd, now: now, deleteRetention: cc.DeleteRetention.Milliseconds(),
-		producerLast: producerLast, aborted: aborted, minHorizon: math.MaxInt64, stats: &st, offsets: c.offsets}
+		producerLast: producerLast, aborted: aborted, firstUnstable: firstUnstable, txnRetained: map[int64]bool{},
+		removedMarkers: map[int64]bool{}, minHorizon: math.MaxInt64, stats: &st, offsets: c.offsets}
 	var toClean []*segment
 	for _, s := range held {
 		if s.base < mapEnd {
@@ -306,7 +312,7 @@ func (c *Cleaner) cleanGroup(l *Log, group []*segment, cfg *Config, f *filter) (
 	if err := w.Flush(); err != nil {
 		return nil, fmt.Errorf("write cleaned segment %s: %w", s.path, err)
 	}
-	if err := writeCleanedTxnIndex(l.dir, s, group); err != nil {
+	if err := writeCleanedTxnIndex(l.dir, s, group, f.removedMarkers); err != nil {
 		return nil, err
 	}
 	f.stats.BytesWritten += pos
@@ -323,13 +329,16 @@ func (c *Cleaner) cleanGroup(l *Log, group []*segment, cfg *Config, f *filter) (
 	return s, nil
 }
 
-// writeCleanedTxnIndex gives the cleaned segment s the .txnindex entries of group, written
-// and fsynced under its .cleaned name when there are any.
-func writeCleanedTxnIndex(dir string, s *segment, group []*segment) error {
+// writeCleanedTxnIndex gives the cleaned segment s the .txnindex entries of group but those of
+// removed markers, written and fsynced under its .cleaned name when there are any.
+func writeCleanedTxnIndex(dir string, s *segment, group []*segment, removed map[int64]bool) error {
 	var entries []abortedTxn
 	var data []byte
 	for _, old := range group {
 		for _, a := range old.abortedTxns() {
+			if removed[a.lastOffset] {
+				continue
+			}
 			entries = append(entries, a)
 			data = appendTxnEntry(data, a)
 		}
@@ -382,11 +391,20 @@ func (c *Cleaner) filterBatch(b []byte, h *batchHeader, f *filter) (out []byte, 
 	if hasHorizon {
 		f.minHorizon = min(f.minHorizon, h.baseTimestamp)
 	}
-	if h.isTransactional() && !h.isControl() && h.numRecords > 0 && f.inAbortedTxn(h) {
+	switch {
+	case h.isControl():
+		return c.filterMarker(b, h, f, hasHorizon)
+	case h.isTransactional() && h.numRecords > 0 && f.inAbortedTxn(h):
 		f.stats.RecordsRead += int64(h.numRecords)
-		return c.dropAll(b, h, f), false, nil
-	}
-	if h.isControl() || h.isTransactional() || h.numRecords == 0 {
+		out := c.dropAll(b, h, f)
+		if out != nil {
+			f.txnRetained[h.producerID] = true
+		}
+		return out, false, nil
+	case h.isTransactional():
+		f.txnRetained[h.producerID] = true
+		return b, true, nil
+	case h.numRecords == 0:
 		return b, true, nil
 	}
 	c.kept = c.kept[:0]
@@ -419,6 +437,44 @@ func (c *Cleaner) filterBatch(b []byte, h *batchHeader, f *filter) (out []byte, 
 	case len(c.kept) == 0:
 		return c.dropAll(b, h, f), false, nil
 	}
+	out, err = c.rewrite(b, h, f, setHorizon)
+	return out, false, err
+}
+
+// filterMarker decides on control batch b, as Kafka's cleaner does with transaction markers:
+// a marker of a decided transaction none of whose batches this cleaning kept (they all lie
+// before it, from the log start on) first gets a delete horizon (now + delete.retention.ms)
+// and goes once it has passed, with its .txnindex entry; other control batches stay as they
+// are.
+func (c *Cleaner) filterMarker(b []byte, h *batchHeader, f *filter, hasHorizon bool) ([]byte, bool, error) {
+	_, isMarker, err := parseEndTxnMarker(b)
+	if err != nil || !isMarker || h.baseOffset >= f.firstUnstable {
+		return b, true, nil
+	}
+	retained := f.txnRetained[h.producerID]
+	delete(f.txnRetained, h.producerID)
+	switch {
+	case retained:
+		return b, true, nil
+	case hasHorizon && f.now >= h.baseTimestamp:
+		f.removedMarkers[h.baseOffset] = true
+		return nil, false, nil
+	case hasHorizon:
+		return b, true, nil
+	}
+	c.kept = c.kept[:0]
+	if err := c.eachRecord(b, h, func(rec *rawRecord) { c.kept = append(c.kept, *rec) }); err != nil {
+		return nil, false, err
+	}
+	out, err := c.rewrite(b, h, f, true)
+	return out, false, err
+}
+
+// rewrite encodes batch b (header h) with only the records in c.kept and, when setHorizon,
+// with a delete horizon of now + delete.retention.ms (KIP-534): the attribute set,
+// baseTimestamp the horizon and the record timestamp deltas rebased onto it. The result is
+// valid until the next call.
+func (c *Cleaner) rewrite(b []byte, h *batchHeader, f *filter, setHorizon bool) ([]byte, error) {
 	horizon := int64(-1)
 	if setHorizon {
 		horizon = f.now + f.deleteRetention
@@ -448,12 +504,13 @@ func (c *Cleaner) filterBatch(b []byte, h *batchHeader, f *filter) (out []byte, 
 		be.PutUint64(c.out[recordbatch.OffMaxTimestamp:], uint64(maxTs))
 	}
 	be.PutUint32(c.out[recordbatch.OffNumRecords:], uint32(len(c.kept)))
+	var err error
 	if c.out, err = c.codecs.Compress(codec.Codec(attrs&recordbatch.AttrCompression), c.raw, c.out); err != nil {
-		return nil, false, fmt.Errorf("recompress: %w", err)
+		return nil, fmt.Errorf("recompress: %w", err)
 	}
 	be.PutUint32(c.out[recordbatch.OffBatchLength:], uint32(len(c.out)-recordbatch.LogOverhead))
 	be.PutUint32(c.out[recordbatch.OffCRC:], crc32c.Checksum(c.out[recordbatch.OffAttributes:]))
-	return c.out, false, nil
+	return c.out, nil
 }
 
 // dropAll is what remains of batch b when none of its records do: an empty batch when it is

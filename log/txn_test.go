@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -399,72 +400,93 @@ func FuzzTxnDecoders(f *testing.F) {
 }
 
 // TestTxnCompaction: cleaning removes the batches of a decided aborted transaction (the
-// producer's last one stays, empty), keeps markers and committed or undecided transactional
-// batches, keeps transactional records out of the key map, and moves the .txnindex entries to
-// the cleaned segment, where a reopen finds them.
+// producer's last one stays, empty), keeps committed or undecided transactional batches,
+// keeps transactional records out of the key map, moves the .txnindex entries to the cleaned
+// segment, where a reopen finds them, and removes a marker whose transaction has no batch left
+// once its delete horizon has passed, with its .txnindex entry.
 func TestTxnCompaction(t *testing.T) {
-	f := newCleanerFixture(t, testConfig(), DefaultCompactionConfig())
+	cc := DefaultCompactionConfig()
+	f := newCleanerFixture(t, testConfig(), cc)
 	l := f.l
 	txn := func(pid int64, seq int32, recs ...kv) []byte {
 		b := keyedBatch(t, batchOpts{ts: 1000, producerID: pid, epoch: 0, seq: seq}, recs...)
 		setAttributes(b, recordbatch.AttrTransactional)
 		return b
 	}
-	mustAppend(t, l, keyedBatch(t, plainOpts(0, 1000), put("k", "v1"))) // 0
-	mustAppend(t, l, txn(1, 0, put("k", "aborted1")))                   // 1
-	mustAppend(t, l, txn(1, 1, put("y", "aborted2")))                   // 2
+	plainKV := func(recs ...kv) []byte { return keyedBatch(t, plainOpts(0, 1000), recs...) }
+	mustAppend(t, l, plainKV(put("k", "v1")))         // 0
+	mustAppend(t, l, txn(1, 0, put("k", "aborted1"))) // 1
+	mustAppend(t, l, txn(1, 1, put("y", "aborted2"))) // 2
 	f.roll(t)
-	mustAppend(t, l, marker(t, 1, 0, false, 0))                                         // 3: abort
-	mustAppend(t, l, keyedBatch(t, plainOpts(0, 1000), put("j", "j1")))                 // 4
-	mustAppend(t, l, txn(2, 0, put("j", "committed")))                                  // 5
-	mustAppend(t, l, marker(t, 2, 0, true, 0))                                          // 6: commit
-	mustAppend(t, l, keyedBatch(t, plainOpts(0, 1000), put("k", "v2"), put("x", "x1"))) // 7-8
+	mustAppend(t, l, marker(t, 1, 0, false, 0))               // 3: abort
+	mustAppend(t, l, plainKV(put("j", "j1")))                 // 4
+	mustAppend(t, l, txn(2, 0, put("j", "committed")))        // 5
+	mustAppend(t, l, marker(t, 2, 0, true, 0))                // 6: commit
+	mustAppend(t, l, plainKV(put("k", "v2"), put("x", "x1"))) // 7-8
 	f.roll(t)
-	mustAppend(t, l, keyedBatch(t, plainOpts(0, 1000), put("x", "x2"))) // 9
-	mustAppend(t, l, txn(3, 0, put("z", "open")))                       // 10: undecided
+	mustAppend(t, l, plainKV(put("x", "x2")))                                                                // 9
+	mustAppend(t, l, txn(4, 0, put("w", "aborted4")))                                                        // 10
+	mustAppend(t, l, marker(t, 4, 0, false, 0))                                                              // 11: abort
+	mustAppend(t, l, keyedBatch(t, batchOpts{ts: 1000, producerID: 4, epoch: 0, seq: 1}, put("v", "after"))) // 12
+	mustAppend(t, l, txn(3, 0, put("z", "open")))                                                            // 13: undecided
 	f.roll(t)
 	if _, err := os.Stat(segmentPath(f.dir, 3, txnIndexSuffix)); err != nil {
 		t.Fatalf("the abort's txnindex: %v", err)
 	}
-	wantLSO(t, l, l.LogEndOffset(), 10) // the high watermark passed both markers
-	f.clean(t)
+	wantLSO(t, l, l.LogEndOffset(), 13) // the high watermark passed every marker
 
-	check := func() {
+	const abortKey, commitKey, markerValue = "\x00\x00\x00\x00", "\x00\x00\x00\x01", "\x00\x00\x00\x00\x00\x00"
+	check := func(wantRecs []string, wantIndex ...abortedTxn) {
 		t.Helper()
 		recs, hdrs := readRecords(t, l)
 		var got []string
 		for _, r := range recs {
 			got = append(got, r.String())
 		}
-		want := []string{"3:\x00\x00\x00\x00=\x00\x00\x00\x00\x00\x00", "4:j=j1", "5:j=committed",
-			"6:\x00\x00\x00\x01=\x00\x00\x00\x00\x00\x00", "7:k=v2", "9:x=x2", "10:z=open"}
-		if !slices.Equal(got, want) {
-			t.Fatalf("after cleaning: %q; want %q", got, want)
+		if !slices.Equal(got, wantRecs) {
+			t.Fatalf("after cleaning: %q; want %q", got, wantRecs)
 		}
 		// Producer 1's last batch stays, empty and transactional; its first one is gone.
 		if hdrs[0].FirstOffset != 2 || hdrs[0].NumRecords != 0 || hdrs[0].Attributes&recordbatch.AttrTransactional == 0 {
 			t.Fatalf("first batch after cleaning: %+v; want producer 1's empty transactional batch at 2", hdrs[0])
 		}
-		wantAborted(t, l, 0, l.LogEndOffset(), AbortedTxn{ProducerID: 1, FirstOffset: 1})
-		wantLSO(t, l, l.LogEndOffset(), 10)
-		data, err := os.ReadFile(segmentPath(f.dir, 0, txnIndexSuffix))
+		var want []AbortedTxn
+		var data []byte
+		for _, a := range wantIndex {
+			want = append(want, AbortedTxn{ProducerID: a.producerID, FirstOffset: a.firstOffset})
+			data = appendTxnEntry(data, a)
+		}
+		wantAborted(t, l, 0, l.LogEndOffset(), want...)
+		wantLSO(t, l, l.LogEndOffset(), 13)
+		got2, err := os.ReadFile(segmentPath(f.dir, 0, txnIndexSuffix))
 		if err != nil {
 			t.Fatalf("cleaned segment's txnindex: %v", err)
 		}
-		if want := appendTxnEntry(nil, abortedTxn{1, 1, 3, 4}); !bytes.Equal(data, want) {
-			t.Fatalf("cleaned segment's txnindex %x; want %x", data, want)
+		if !bytes.Equal(got2, data) {
+			t.Fatalf("cleaned segment's txnindex %x; want %x", got2, data)
 		}
 	}
-	check()
+	f.clean(t)
+	kept := []string{"3:" + abortKey + "=" + markerValue, "4:j=j1", "5:j=committed", "6:" + commitKey + "=" + markerValue,
+		"7:k=v2", "9:x=x2", "11:" + abortKey + "=" + markerValue, "12:v=after", "13:z=open"}
+	check(kept, abortedTxn{1, 1, 3, 4}, abortedTxn{4, 10, 11, 12})
 	if _, err := os.Stat(segmentPath(f.dir, 3, txnIndexSuffix)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the replaced segment's txnindex is still there: %v", err)
 	}
+
+	// Producer 4's marker got a delete horizon (its transaction has no batch left); producer
+	// 1's did not (its empty batch stays). Past the horizon, producer 4's marker goes.
+	f.advance(cc.DeleteRetention + time.Second)
+	f.clean(t)
+	kept = slices.DeleteFunc(kept, func(s string) bool { return strings.HasPrefix(s, "11:") })
+	check(kept, abortedTxn{1, 1, 3, 4})
+
 	f.c.Remove(l)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
 	l = mustOpen(t, f.dir, testConfig(), Options{CleanShutdown: true})
 	f.l = l
-	f.c.Add(l, DefaultCompactionConfig())
-	check()
+	f.c.Add(l, cc)
+	check(kept, abortedTxn{1, 1, 3, 4})
 }
