@@ -10,7 +10,8 @@ package broker
 // producers are checked per producer id, epoch and sequence by the log (duplicates are answered
 // with their original offsets). Transactional batches are accepted and tracked by the log (the
 // first begins the producer's transaction; a non-transactional batch during one is
-// INVALID_TXN_STATE); WriteTxnMarkers ends them. As there is no transaction coordinator yet,
+// INVALID_TXN_STATE); WriteTxnMarkers ends them. A request with transactional batches but no
+// transactional id fails every partition with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka's. As there is no transaction coordinator yet,
 // nothing checks that the partition was added to the transaction (Kafka's KIP-890
 // verification). acks=0 gets no response, and the connection is closed when any
 // partition failed, as Kafka does; acks=1 answers after the append, acks=-1 once the high watermark
@@ -35,6 +36,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringbroker/broker/meta"
+	"ringbroker/internal/recordbatch"
 	"ringbroker/internal/timingwheel"
 	rlog "ringbroker/log"
 	"ringbroker/wire"
@@ -62,6 +64,9 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 	im := b.meta.Image()
 	anyErr := false
 	validAcks := req.Acks == 0 || req.Acks == 1 || req.Acks == -1
+	// As Kafka's KafkaApis: transactional records need a transactional id, else every
+	// partition fails.
+	txnWithoutID := req.TransactionID == nil && hasTransactionalRecords(req)
 	now := time.Now()
 	leased := b.leaseHeld(now)
 	var waits []produceWait
@@ -96,6 +101,8 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 			switch {
 			case !validAcks:
 				code = kerr.InvalidRequiredAcks
+			case txnWithoutID:
+				code = kerr.TransactionalIDAuthorizationFailed
 			case topic == nil && req.Version >= 13:
 				code = kerr.UnknownTopicID
 			case topic == nil:
@@ -338,6 +345,19 @@ func (b *Broker) appendToPartition(p *partition, limits *produceLimits, records 
 		p.wakeWaiters()
 	}
 	return nil, "", res.LastOffset + 1
+}
+
+// hasTransactionalRecords reports whether a partition of req starts with a transactional
+// batch (Kafka's ProduceRequest.hasTransactionalRecords looks at the first batch too).
+func hasTransactionalRecords(req *kmsg.ProduceRequest) bool {
+	for i := range req.Topics {
+		for j := range req.Topics[i].Partitions {
+			if b := wire.Batch(req.Topics[i].Partitions[j].Records); len(b) >= recordbatch.HeaderSize && b.IsTransactional() {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // checkTimestamps applies message.timestamp.before.max.ms and after.max.ms to CreateTime

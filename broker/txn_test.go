@@ -31,10 +31,19 @@ func initProducer(ctx context.Context, t *testing.T, cl *kgo.Client) txnProducer
 	return txnProducer{resp.ProducerID, resp.ProducerEpoch}
 }
 
-// produceRaw sends one batch of values to partition 0 of topic (by name and id) with acks=all, from producer p
-// at sequence seq (p.id -1: a plain batch), transactional when txn, and returns the partition's
-// error code and base offset.
-func produceRaw(ctx context.Context, t *testing.T, b *Broker, cl *kgo.Client, topic string, p txnProducer, seq int32, txn bool, values ...string) (int16, int64) {
+// produceKind is what produceRaw sends.
+type produceKind int
+
+const (
+	nonTxn    produceKind = iota // a plain or idempotent batch
+	txnWithID                    // a transactional batch, in a request with a transactional id
+	txnNoID                      // a transactional batch, in a request without one
+)
+
+// produceRaw sends one batch of values of kind to partition 0 of topic (by name and id) with
+// acks=all, from producer p at sequence seq (p.id -1: a plain batch), and returns the
+// partition's error code and base offset.
+func produceRaw(ctx context.Context, t *testing.T, b *Broker, cl *kgo.Client, topic string, p txnProducer, seq int32, kind produceKind, values ...string) (int16, int64) {
 	t.Helper()
 	var recs []kmsg.Record
 	for _, v := range values {
@@ -42,13 +51,13 @@ func produceRaw(ctx context.Context, t *testing.T, b *Broker, cl *kgo.Client, to
 	}
 	rb := testutil.NewBatch(time.Now().UnixMilli(), recs...)
 	rb.ProducerID, rb.ProducerEpoch, rb.FirstSequence = p.id, p.epoch, seq
-	if txn {
+	if kind != nonTxn {
 		rb.Attributes |= recordbatch.AttrTransactional
 	}
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks = -1
 	req.TimeoutMillis = 10000
-	if txn {
+	if kind == txnWithID {
 		req.TransactionID = kmsg.StringPtr("txn-test")
 	}
 	rt := kmsg.NewProduceRequestTopic()
@@ -199,17 +208,20 @@ func testTransactionsPartitionSide(t *testing.T, io string) {
 	plainP := txnProducer{-1, -1}
 	a, c := initProducer(ctx, t, cl), initProducer(ctx, t, cl)
 	// 0: plain; 1-2: a's transaction; 3: c's transaction.
-	mustProduce := func(p txnProducer, seq int32, txn bool, wantBase int64, values ...string) {
+	mustProduce := func(p txnProducer, seq int32, kind produceKind, wantBase int64, values ...string) {
 		t.Helper()
-		if code, base := produceRaw(ctx, t, b, cl, "tx", p, seq, txn, values...); code != 0 || base != wantBase {
+		if code, base := produceRaw(ctx, t, b, cl, "tx", p, seq, kind, values...); code != 0 || base != wantBase {
 			t.Fatalf("produce %v: %v at %d; want offset %d", values, kerr.ErrorForCode(code), base, wantBase)
 		}
 	}
-	mustProduce(plainP, -1, false, 0, "p0")
-	mustProduce(a, 0, true, 1, "a1", "a2")
-	mustProduce(c, 0, true, 3, "c1")
-	if code, _ := produceRaw(ctx, t, b, cl, "tx", a, 2, false, "plain during txn"); code != kerr.InvalidTxnState.Code {
+	mustProduce(plainP, -1, nonTxn, 0, "p0")
+	mustProduce(a, 0, txnWithID, 1, "a1", "a2")
+	mustProduce(c, 0, txnWithID, 3, "c1")
+	if code, _ := produceRaw(ctx, t, b, cl, "tx", a, 2, nonTxn, "plain during txn"); code != kerr.InvalidTxnState.Code {
 		t.Fatalf("non-transactional batch during a transaction: %v; want INVALID_TXN_STATE", kerr.ErrorForCode(code))
+	}
+	if code, _ := produceRaw(ctx, t, b, cl, "tx", a, 2, txnNoID, "no transactional id"); code != kerr.TransactionalIDAuthorizationFailed.Code {
+		t.Fatalf("transactional batch without a transactional id: %v; want TRANSACTIONAL_ID_AUTHORIZATION_FAILED", kerr.ErrorForCode(code))
 	}
 
 	if got := listLatest(ctx, t, cl, "tx", 1); got != 1 {
@@ -239,7 +251,7 @@ func testTransactionsPartitionSide(t *testing.T, io string) {
 	if codes[0]["tx"][0] != kerr.InvalidProducerEpoch.Code || codes[1]["tx"][0] != kerr.TransactionCoordinatorFenced.Code {
 		t.Fatalf("fenced markers: %v; want INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED", codes)
 	}
-	mustProduce(plainP, -1, false, 6, "p6")
+	mustProduce(plainP, -1, nonTxn, 6, "p6")
 
 	if got := listLatest(ctx, t, cl, "tx", 1); got != 7 {
 		t.Fatalf("ListOffsets latest read_committed = %d; want 7", got)
@@ -327,7 +339,7 @@ func TestTxnMarkersReplicated(t *testing.T) {
 	p := initProducer(ctx, t, cl)
 	testutil.WaitFor(t, 20*time.Second, func() error {
 		// NOT_LEADER_OR_FOLLOWER until the leader has opened the partition: nothing written.
-		code, base := produceRaw(ctx, t, leader, cl, "rtx", p, 0, true, "x", "y")
+		code, base := produceRaw(ctx, t, leader, cl, "rtx", p, 0, txnWithID, "x", "y")
 		if code == 0 && base != 0 {
 			t.Fatalf("transactional produce at %d; want 0", base)
 		}
