@@ -327,7 +327,7 @@ func (f *fetchOp) attemptLocked(final bool) bool {
 				continue
 			}
 			if req.IsolationLevel == 1 && len(rr.Data) > 0 {
-				fp.AbortedTxns = abortedTxns(p, rp.FetchOffset, upto)
+				fp.AbortedTxns = p.abortedTxns(rp.FetchOffset, upto)
 			}
 			reads = append(reads, rr)
 			total += len(rr.Data)

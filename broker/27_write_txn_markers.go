@@ -135,14 +135,3 @@ func (b *Broker) appendTxnMarker(p *partition, m *kmsg.WriteTxnMarkersRequestMar
 	p.wakeWaiters()
 	return nil, res.LastOffset + 1
 }
-
-// abortedTxns lists the aborted transactions of p overlapping offsets from..upto-1 for a
-// read_committed Fetch response.
-func abortedTxns(p *partition, from, upto int64) []wire.FetchAbortedTxn {
-	list := p.log.AbortedTransactions(from, upto)
-	out := make([]wire.FetchAbortedTxn, len(list))
-	for i, a := range list {
-		out[i] = wire.FetchAbortedTxn{ProducerID: a.ProducerID, FirstOffset: a.FirstOffset}
-	}
-	return out
-}
