@@ -347,6 +347,23 @@ func (l *Log) LastStableOffset(hw int64) int64 {
 	if l.firstUnstable.Load() >= hw {
 		return hw
 	}
+	return l.pruneUnreplicated(hw)
+}
+
+// NoteHighWatermark tells the log that its partition's high watermark moved to hw (Kafka's
+// ProducerStateManager.onHighWatermarkUpdated): completed transactions whose marker lies below
+// it stop holding the last stable offset back and are forgotten, so that a replica nobody
+// reads from does not keep every transaction it ever saw. Lock-free unless a transaction is
+// unstable below hw.
+func (l *Log) NoteHighWatermark(hw int64) {
+	if l.firstUnstable.Load() < hw {
+		l.pruneUnreplicated(hw)
+	}
+}
+
+// pruneUnreplicated forgets the unreplicated transactions whose marker lies below hw and
+// returns the last stable offset for hw.
+func (l *Log) pruneUnreplicated(hw int64) int64 {
 	l.txnMu.Lock()
 	defer l.txnMu.Unlock()
 	kept := l.unreplicated[:0]

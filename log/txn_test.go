@@ -334,6 +334,13 @@ func TestTxnFollower(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if n := len(follower.unreplicated); n != 2 {
+		t.Fatalf("follower holds %d unreplicated transactions; want the 2 completed", n)
+	}
+	follower.NoteHighWatermark(follower.LogEndOffset())
+	if n := len(follower.unreplicated); n != 0 {
+		t.Fatalf("follower holds %d unreplicated transactions after the high watermark passed them; want 0", n)
+	}
 	wantAborted(t, follower, 0, 9, AbortedTxn{ProducerID: 2, FirstOffset: 3})
 	wantLSO(t, follower, 9, 7)
 	got, err := os.ReadFile(filepath.Join(dir, "00000000000000000000.txnindex"))
