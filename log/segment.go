@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -69,12 +70,14 @@ type segment struct {
 	// point, and that includes the active one.
 	sealed atomic.Bool
 
-	// aborted is the .txnindex, replaced by a longer slice on each append (appendAborted);
-	// txnFile is open once an entry was written here, and txnDirty says one was since the
-	// last fsync.
-	aborted  atomic.Pointer[[]abortedTxn]
-	txnFile  *os.File
-	txnDirty atomic.Bool
+	// aborted is the .txnindex, replaced by a longer slice on each append (appendAborted).
+	aborted atomic.Pointer[[]abortedTxn]
+	// txnFileMu guards txnFile, open once an entry was written here, against the flushes
+	// that fsync it from other goroutines; txnDirty says an entry was written since the last
+	// fsync.
+	txnFileMu sync.Mutex
+	txnFile   *os.File
+	txnDirty  bool
 
 	// Writer state, guarded by Log.mu.
 	next        int64     // offset after the last batch; base when empty
@@ -268,10 +271,7 @@ func (s *segment) closeFiles() error {
 	if s.offIdx != nil {
 		errs = append(errs, s.offIdx.close(), s.timIdx.close())
 	}
-	if s.txnFile != nil {
-		errs = append(errs, s.txnFile.Close())
-		s.txnFile = nil
-	}
+	errs = append(errs, s.closeTxnFile())
 	errs = append(errs, s.f.Close())
 	return errors.Join(errs...)
 }

@@ -186,6 +186,8 @@ func (s *segment) loadTxnIndex() error {
 func (s *segment) appendAborted(a abortedTxn) error {
 	list := append(s.abortedTxns(), a)
 	s.aborted.Store(&list)
+	s.txnFileMu.Lock()
+	defer s.txnFileMu.Unlock()
 	if s.txnFile == nil {
 		f, err := os.OpenFile(s.txnIndexPath(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 		if err != nil {
@@ -196,19 +198,30 @@ func (s *segment) appendAborted(a abortedTxn) error {
 	if _, err := s.txnFile.Write(appendTxnEntry(make([]byte, 0, txnEntrySize), a)); err != nil {
 		return fmt.Errorf("write transaction index %s: %w", s.txnIndexPath(), err)
 	}
-	s.txnDirty.Store(true)
+	s.txnDirty = true
+	return nil
+}
+
+// closeTxnFile closes the transaction index file if it is open; the next entry opens it again.
+func (s *segment) closeTxnFile() error {
+	s.txnFileMu.Lock()
+	defer s.txnFileMu.Unlock()
+	if s.txnFile == nil {
+		return nil
+	}
+	err := s.txnFile.Close()
+	s.txnFile, s.txnDirty = nil, false
+	if err != nil {
+		return fmt.Errorf("close transaction index %s: %w", s.txnIndexPath(), err)
+	}
 	return nil
 }
 
 // resetTxnIndex removes the segment's .txnindex before it is rebuilt from its batches.
 func (s *segment) resetTxnIndex() error {
 	s.aborted.Store(nil)
-	if s.txnFile != nil {
-		err := s.txnFile.Close()
-		s.txnFile = nil
-		if err != nil {
-			return fmt.Errorf("close transaction index: %w", err)
-		}
+	if err := s.closeTxnFile(); err != nil {
+		return err
 	}
 	if err := ignoreNotExist(os.Remove(s.txnIndexPath())); err != nil {
 		return fmt.Errorf("remove transaction index: %w", err)
@@ -236,11 +249,8 @@ func (s *segment) truncateTxnIndex(end int64) error {
 	for _, a := range kept {
 		data = appendTxnEntry(data, a)
 	}
-	if s.txnFile != nil {
-		if err := s.txnFile.Close(); err != nil {
-			return fmt.Errorf("close transaction index: %w", err)
-		}
-		s.txnFile = nil
+	if err := s.closeTxnFile(); err != nil {
+		return err
 	}
 	if err := fsutil.WriteFileAtomic(s.txnIndexPath(), data); err != nil {
 		return fmt.Errorf("truncate transaction index to %d: %w", end, err)
@@ -251,13 +261,15 @@ func (s *segment) truncateTxnIndex(end int64) error {
 
 // syncTxnIndex fsyncs the transaction index if it was written to since the last call.
 func (s *segment) syncTxnIndex() error {
-	if s.txnFile == nil || !s.txnDirty.Swap(false) {
+	s.txnFileMu.Lock()
+	defer s.txnFileMu.Unlock()
+	if s.txnFile == nil || !s.txnDirty {
 		return nil
 	}
 	if err := s.txnFile.Sync(); err != nil {
-		s.txnDirty.Store(true)
 		return fmt.Errorf("fsync transaction index %s: %w", s.txnIndexPath(), err)
 	}
+	s.txnDirty = false
 	return nil
 }
 
