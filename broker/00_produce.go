@@ -8,7 +8,12 @@ package broker
 // (length, CRC32C, counts; wire.ValidateProduce); the batch is appended as received after its
 // baseOffset and partitionLeaderEpoch are written in place, so nothing is re-encoded. Idempotent
 // producers are checked per producer id, epoch and sequence by the log (duplicates are answered
-// with their original offsets). acks=0 gets no response, and the connection is closed when any
+// with their original offsets). Transactional batches are accepted and tracked by the log (the
+// first begins the producer's transaction; a non-transactional batch during one is
+// INVALID_TXN_STATE); WriteTxnMarkers ends them. A request with transactional batches but no
+// transactional id fails every partition with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka's. As there is no transaction coordinator yet,
+// nothing checks that the partition was added to the transaction (Kafka's KIP-890
+// verification). acks=0 gets no response, and the connection is closed when any
 // partition failed, as Kafka does; acks=1 answers after the append, acks=-1 once the high watermark
 // passes the batch (at once when the leader is the only in-sync replica; NOT_ENOUGH_REPLICAS
 // below min.insync.replicas). In group-commit mode (topic config flush.group.commit)
@@ -31,6 +36,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringbroker/broker/meta"
+	"ringbroker/internal/recordbatch"
 	"ringbroker/internal/timingwheel"
 	rlog "ringbroker/log"
 	"ringbroker/wire"
@@ -58,6 +64,9 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 	im := b.meta.Image()
 	anyErr := false
 	validAcks := req.Acks == 0 || req.Acks == 1 || req.Acks == -1
+	// As Kafka's KafkaApis: transactional records need a transactional id, else every
+	// partition fails.
+	txnWithoutID := req.TransactionID == nil && hasTransactionalRecords(req)
 	now := time.Now()
 	leased := b.leaseHeld(now)
 	var waits []produceWait
@@ -92,6 +101,8 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 			switch {
 			case !validAcks:
 				code = kerr.InvalidRequiredAcks
+			case txnWithoutID:
+				code = kerr.TransactionalIDAuthorizationFailed
 			case topic == nil && req.Version >= 13:
 				code = kerr.UnknownTopicID
 			case topic == nil:
@@ -149,16 +160,25 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 		return
 	}
 	if len(waits) > 0 {
-		b.respondWhenDone(rc, resp, waits, time.Duration(req.TimeoutMillis)*time.Millisecond)
+		// The topic names alias the request frame, which lives until the response is encoded.
+		fail := func(i int, code *kerr.Error, msg string) {
+			sp := &resp.Topics[waits[i].topic].Partitions[waits[i].partition]
+			sp.ErrorCode = code.Code
+			sp.BaseOffset = -1
+			if msg != "" && rc.hdr.APIVersion >= 8 {
+				sp.ErrorMessage = kmsg.StringPtr(msg)
+			}
+		}
+		b.respondWhenDone(waits, time.Duration(req.TimeoutMillis)*time.Millisecond, fail, func() { rc.respond(resp) })
 		return
 	}
 	rc.respond(resp)
 }
 
-// produceWait is a partition of a Produce response that waits: for a group fsync (fsync), or
-// for the high watermark to pass its batch (acks=all with followers).
+// produceWait is a partition of a Produce (or WriteTxnMarkers) response that waits: for a group
+// fsync (fsync), or for the high watermark to pass its batch (acks=all with followers).
 type produceWait struct {
-	topic, partition int // indexes into the response
+	topic, partition int // indexes into a Produce response
 	p                *partition
 	upto             int64 // the log end offset after the append
 	fsync            bool
@@ -175,16 +195,17 @@ func (b *Broker) afterSync(p *partition) func(error) {
 	}
 }
 
-// produceOutcome collects the waits of one Produce response; the last one settled sends it.
+// produceOutcome collects the waits of one response; the last one settled sends it.
 type produceOutcome struct {
-	rc      *reqCtx
-	resp    *kmsg.ProduceResponse
 	waits   []produceWait
 	settled []atomic.Bool
 	left    atomic.Int32
 	mu      sync.Mutex // guards the response's partitions while waits settle concurrently
 	timer   atomic.Pointer[timingwheel.Timer]
 	b       *Broker
+	// fail records the error of waits[i] in the response (under mu); send sends the response.
+	fail func(i int, code *kerr.Error, msg string)
+	send func()
 }
 
 // settle records the outcome of wait i, once: nil, or the error its partition answers.
@@ -193,31 +214,24 @@ func (o *produceOutcome) settle(i int, code *kerr.Error, msg string) {
 		return
 	}
 	if code != nil {
-		w := o.waits[i]
 		o.mu.Lock()
-		sp := &o.resp.Topics[w.topic].Partitions[w.partition]
-		sp.ErrorCode = code.Code
-		sp.BaseOffset = -1
-		if msg != "" && o.rc.hdr.APIVersion >= 8 {
-			sp.ErrorMessage = kmsg.StringPtr(msg)
-		}
+		o.fail(i, code, msg)
 		o.mu.Unlock()
 	}
 	if o.left.Add(-1) == 0 {
 		if t := o.timer.Load(); t != nil {
 			o.b.purgatory.cancel(t)
 		}
-		o.rc.respond(o.resp)
+		o.send()
 	}
 }
 
-// respondWhenDone sends resp once every wait is settled: group fsyncs by their flusher
-// goroutines, high-watermark waits by the fetches that move it, by a change of leadership
-// (NOT_LEADER_OR_FOLLOWER) or, after timeout, by the purgatory (REQUEST_TIMED_OUT), as
-// Kafka's DelayedProduce.
-func (b *Broker) respondWhenDone(rc *reqCtx, resp *kmsg.ProduceResponse, waits []produceWait, timeout time.Duration) {
-	// The topic names alias the request frame, which lives until the response is encoded.
-	o := &produceOutcome{rc: rc, resp: resp, waits: waits, settled: make([]atomic.Bool, len(waits)), b: b}
+// respondWhenDone calls send once every wait is settled, fail first for each that failed:
+// group fsyncs by their flusher goroutines, high-watermark waits by the fetches that move it,
+// by a change of leadership (NOT_LEADER_OR_FOLLOWER) or, after timeout, by the purgatory
+// (REQUEST_TIMED_OUT), as Kafka's DelayedProduce.
+func (b *Broker) respondWhenDone(waits []produceWait, timeout time.Duration, fail func(int, *kerr.Error, string), send func()) {
+	o := &produceOutcome{waits: waits, settled: make([]atomic.Bool, len(waits)), b: b, fail: fail, send: send}
 	o.left.Store(int32(len(waits)))
 	hwWaits := false
 	for _, w := range waits {
@@ -293,16 +307,13 @@ func (b *Broker) produceLimitsOf(topic *meta.Topic) produceLimits {
 // appendToPartition validates and appends one partition's records and fills sp. upto is the
 // offset after the batch: what the high watermark must reach for acks=all.
 func (b *Broker) appendToPartition(p *partition, limits *produceLimits, records []byte, version int16, now time.Time, sp *kmsg.ProduceResponseTopicPartition) (code *kerr.Error, msg string, upto int64) {
-	sum, err := wire.ValidateProduce(records, version, limits.maxBytes)
+	_, err := wire.ValidateProduce(records, version, limits.maxBytes)
 	if err != nil {
 		var be *wire.BatchError
 		if errors.As(err, &be) {
 			return be.Code, err.Error(), 0
 		}
 		return kerr.CorruptMessage, err.Error(), 0
-	}
-	if sum.First.Transactional {
-		return kerr.InvalidRecord, "transactional batches need the transaction coordinator, which ringbroker does not have yet", 0
 	}
 	if limits.compacted {
 		if code, msg := b.checkCompactedKeys(p.topic, p.index, records); code != nil {
@@ -336,6 +347,19 @@ func (b *Broker) appendToPartition(p *partition, limits *produceLimits, records 
 	return nil, "", res.LastOffset + 1
 }
 
+// hasTransactionalRecords reports whether a partition of req starts with a transactional
+// batch (Kafka's ProduceRequest.hasTransactionalRecords looks at the first batch too).
+func hasTransactionalRecords(req *kmsg.ProduceRequest) bool {
+	for i := range req.Topics {
+		for j := range req.Topics[i].Partitions {
+			if b := wire.Batch(req.Topics[i].Partitions[j].Records); len(b) >= recordbatch.HeaderSize && b.IsTransactional() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // checkTimestamps applies message.timestamp.before.max.ms and after.max.ms to CreateTime
 // batches, as Kafka's LogValidator does.
 func checkTimestamps(limits *produceLimits, batch wire.Batch, now time.Time) (*kerr.Error, string) {
@@ -358,6 +382,10 @@ func appendErrorCode(err error) *kerr.Error {
 		return kerr.OutOfOrderSequenceNumber
 	case errors.Is(err, rlog.ErrInvalidProducerEpoch):
 		return kerr.InvalidProducerEpoch
+	case errors.Is(err, rlog.ErrInvalidTxnState):
+		return kerr.InvalidTxnState
+	case errors.Is(err, rlog.ErrTransactionCoordinatorFenced):
+		return kerr.TransactionCoordinatorFenced
 	case errors.Is(err, rlog.ErrRecordTooLarge):
 		return kerr.MessageTooLarge
 	case errors.Is(err, rlog.ErrRecordListTooLarge):

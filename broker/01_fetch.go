@@ -2,8 +2,11 @@ package broker
 
 // Fetch (key 1), versions 4-18.
 //
-// Consumer fetches with isolation read_uncommitted and read_committed (the same until
-// transactions land: the last stable offset equals the high watermark). Each partition is read up
+// Consumer fetches with isolation read_uncommitted read up to the high watermark, read_committed
+// up to the last stable offset (the first offset of the oldest transaction not yet decided and
+// replicated, at most the high watermark), with the aborted transactions overlapping the range
+// (producer id, first offset; from the .txnindex) for the consumer to drop; every response
+// carries the last stable offset. Each partition is read up
 // to its partition max bytes and the response up to max bytes, except that the first partition
 // with data returns at least one whole batch (KIP-74). When fewer than min bytes are ready the
 // fetch parks on its partitions and is answered on the next append that brings enough, or when
@@ -193,10 +196,13 @@ func (f *fetchOp) run() {
 }
 
 // readLimit is the offset f reads up to in p: the log end for a follower, the high watermark
-// for a consumer.
+// for a read_uncommitted consumer, the last stable offset for a read_committed one.
 func (f *fetchOp) readLimit(p *partition) int64 {
-	if f.replica >= 0 {
+	switch {
+	case f.replica >= 0:
 		return p.log.LogEndOffset()
+	case f.req.IsolationLevel == 1:
+		return p.log.LastStableOffset(p.highWatermark())
 	}
 	return p.highWatermark()
 }
@@ -483,13 +489,16 @@ func (a *fetchAttempt) read(topic *meta.Topic, index int32, pf partitionFetch) (
 		return fp, nil
 	}
 	hw, leo := p.highWatermark(), p.log.LogEndOffset()
+	lso := p.log.LastStableOffset(hw)
 	upto := hw
 	if f.replica >= 0 {
 		upto = leo
+	} else if req.IsolationLevel == 1 {
+		upto = lso
 	}
 	a.touched = append(a.touched, p)
 	a.seen = append(a.seen, upto)
-	fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset = hw, hw, p.log.LogStartOffset()
+	fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset = hw, lso, p.log.LogStartOffset()
 	if pf.fetchOffset < fp.LogStartOffset || pf.fetchOffset > leo {
 		fp.ErrorCode = kerr.OffsetOutOfRange.Code
 		a.anyErr = true
@@ -507,7 +516,8 @@ func (a *fetchAttempt) read(topic *meta.Topic, index int32, pf partitionFetch) (
 	}
 	if f.replica >= 0 {
 		b.followerFetched(p, f.replica, f.replicaEpoch(), pf.fetchOffset, a.now)
-		fp.HighWatermark, fp.LastStableOffset = p.highWatermark(), p.highWatermark()
+		fp.HighWatermark = p.highWatermark()
+		fp.LastStableOffset = p.log.LastStableOffset(fp.HighWatermark)
 	} else {
 		p.log.NoteReader(pf.fetchOffset, a.now)
 	}
@@ -528,6 +538,9 @@ func (a *fetchAttempt) read(topic *meta.Topic, index int32, pf partitionFetch) (
 		}
 		a.anyErr = true
 		return fp, nil
+	}
+	if req.IsolationLevel == 1 && len(rr.Data) > 0 {
+		fp.AbortedTxns = p.abortedTxns(pf.fetchOffset, upto)
 	}
 	a.reads = append(a.reads, rr)
 	a.total += len(rr.Data)

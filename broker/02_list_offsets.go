@@ -3,7 +3,7 @@ package broker
 // ListOffsets (key 2), versions 1-11.
 //
 // Behavior: timestamp -2 is the log start offset (earliest), -1 the high watermark (latest; the
-// last stable offset for read_committed, the same until transactions land), -4 the earliest local
+// last stable offset for isolation read_committed), -4 the earliest local
 // offset (the log start: there is no tiered storage); a timestamp >= 0 finds the first batch whose
 // max timestamp is at or after it, through the time index. Partitions are checked against the
 // client's current leader epoch.
@@ -51,6 +51,8 @@ func handleListOffsets(b *Broker, rc *reqCtx, r kmsg.Request) {
 				switch ts := rp.Timestamp; {
 				case ts == -2 || ts == -4:
 					sp.Offset = p.log.LogStartOffset()
+				case ts == -1 && req.IsolationLevel == 1:
+					sp.Offset = p.log.LastStableOffset(p.highWatermark())
 				case ts == -1:
 					sp.Offset = p.highWatermark()
 				case ts == -3:

@@ -43,6 +43,7 @@ func servedAPIs() []*api {
 		deleteRecordsAPI,
 		initProducerIDAPI,
 		offsetForLeaderEpochAPI,
+		writeTxnMarkersAPI,
 		describeConfigsAPI,
 		describeLogDirsAPI,
 		createPartitionsAPI,

@@ -17,6 +17,7 @@ import (
 	"ringbroker/broker/meta"
 	"ringbroker/internal/recordbatch"
 	rlog "ringbroker/log"
+	"ringbroker/wire"
 )
 
 // partitionTable maps topics to the partitions this broker holds a replica of, leader or
@@ -253,4 +254,15 @@ func readPartitionTopicID(dir string) (meta.UUID, bool) {
 		}
 	}
 	return meta.UUID{}, false
+}
+
+// abortedTxns lists the aborted transactions of p overlapping offsets from..upto-1, for a
+// read_committed Fetch response.
+func (p *partition) abortedTxns(from, upto int64) []wire.FetchAbortedTxn {
+	list := p.log.AbortedTransactions(from, upto)
+	out := make([]wire.FetchAbortedTxn, len(list))
+	for i, a := range list {
+		out[i] = wire.FetchAbortedTxn{ProducerID: a.ProducerID, FirstOffset: a.FirstOffset}
+	}
+	return out
 }

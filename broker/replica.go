@@ -139,11 +139,13 @@ func (p *partition) applyState(st *replicaState, self int32, now time.Time) ([]h
 func (p *partition) initHW(checkpointed int64) {
 	p.openedEnd = p.log.LogEndOffset()
 	p.hw.Store(max(min(checkpointed, p.log.LogEndOffset()), p.log.LogStartOffset()))
+	p.log.NoteHighWatermark(p.hw.Load())
 }
 
 // setFollowerHW moves a follower's high watermark to the leader's, within its own log.
 func (p *partition) setFollowerHW(leaderHW int64) {
 	p.hw.Store(max(min(leaderHW, p.log.LogEndOffset()), p.log.LogStartOffset()))
+	p.log.NoteHighWatermark(p.hw.Load())
 }
 
 // hwMembersLocked returns the replicas whose log end offsets bound the high watermark: the
@@ -180,6 +182,7 @@ func (p *partition) advanceHWLocked(self int32) bool {
 		return false
 	}
 	p.hw.Store(hw)
+	p.log.NoteHighWatermark(hw)
 	n := 0
 	for _, w := range p.repl.hwWaits {
 		if w.upto > hw {
@@ -212,6 +215,7 @@ func (p *partition) afterLeaderAppend(self int32) {
 	st := p.st.Load()
 	if st != nil && len(st.isr) == 1 && st.isr[0] == self && !p.isrChanging.Load() && !p.log.GroupCommit() {
 		p.hw.Store(p.log.LogEndOffset())
+		p.log.NoteHighWatermark(p.hw.Load())
 		return
 	}
 	p.replMu.Lock()

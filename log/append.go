@@ -96,7 +96,9 @@ func (l *Log) appendStaged(records []byte, res AppendResult, maxTs int64) (Appen
 		pos += h.size()
 		nrec += int64(h.numRecords)
 	}
-	l.producers.commit()
+	if err := l.noteTxns(l.producers.commit(), s, true); err != nil {
+		l.logger.Error("aborted transaction not recorded on disk; a restart without clean shutdown rebuilds it", "err", err)
+	}
 	s.dirty.Store(true)
 	// The log end offset first, then the size: a reader that loads the size and then the log
 	// end offset knows every batch within that size lies below it (segment.read).
@@ -146,7 +148,7 @@ func (l *Log) stage(records []byte, appendTime int64) (res AppendResult, maxTs i
 		}
 		h.baseOffset, h.leaderEpoch = next, l.leaderEpoch
 		if h.producerID >= 0 {
-			dup, isDup, err := l.producers.check(&h, next, h.lastOffset())
+			dup, isDup, err := l.producers.check(&h, records[pos:pos+int(h.size())], next, h.lastOffset())
 			if err != nil {
 				return AppendResult{}, 0, fmt.Errorf("append to %s: %w", l.dir, err)
 			}

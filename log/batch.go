@@ -61,6 +61,10 @@ func (h *batchHeader) lastSequence() int32 {
 
 func (h *batchHeader) isControl() bool { return h.attributes&recordbatch.AttrControl != 0 }
 
+func (h *batchHeader) isTransactional() bool {
+	return h.attributes&recordbatch.AttrTransactional != 0
+}
+
 // incrementSequence adds delta (>= 0) to seq, wrapping from MaxInt32 to 0.
 func incrementSequence(seq, delta int32) int32 {
 	if seq > math.MaxInt32-delta {

@@ -448,7 +448,8 @@ func TestCleanerLoop(t *testing.T) {
 
 // TestCleanerSwapRecovery interrupts the swap of a cleaned segment at each step and reopens
 // the log: before the .swap commit point the old segments are intact, after it the cleaned
-// ones, and no temporary file is left.
+// ones, and no temporary file is left. An aborted transaction recorded in a later segment of
+// the group stays listed throughout (its .txnindex entry moves with the swap).
 func TestCleanerSwapRecovery(t *testing.T) {
 	steps := []struct {
 		name    string
@@ -465,10 +466,22 @@ func TestCleanerSwapRecovery(t *testing.T) {
 			cfg := testConfig()
 			cfg.SegmentBytes = 2 << 10
 			f := newCleanerFixture(t, cfg, DefaultCompactionConfig())
+			var txnAt, abortAt int64
 			for i := range 40 {
+				switch i {
+				case 1:
+					b := keyedBatch(t, batchOpts{ts: 1, producerID: 9, seq: 0}, put("t", "aborted"))
+					setAttributes(b, recordbatch.AttrTransactional)
+					txnAt = mustAppend(t, f.l, b).BaseOffset
+				case 20:
+					abortAt = mustAppend(t, f.l, marker(t, 9, 0, false, 0)).BaseOffset
+				}
 				mustAppend(t, f.l, keyedBatch(t, plainOpts(codec.None, int64(i)), put(fmt.Sprint(i%3), strings.Repeat("v", 60))))
 			}
 			f.roll(t)
+			if bases := segmentBases(f.l); len(bases) < 3 || abortAt < bases[1] {
+				t.Fatalf("the abort at %d is in the first of segments %v; the fixture wants it in a later one", abortAt, bases)
+			}
 			original, _ := readRecords(t, f.l)
 			segs := *f.l.segs.Load()
 			group := segs[:len(segs)-1]
@@ -476,7 +489,8 @@ func TestCleanerSwapRecovery(t *testing.T) {
 				t.Fatalf("fixture has %d sealed segments; want at least 2", len(group))
 			}
 			st := CleanStats{}
-			flt := &filter{mapEnd: f.l.active.base, now: f.clock().UnixMilli(), minHorizon: 1 << 62, stats: &st, offsets: f.c.offsets}
+			flt := &filter{mapEnd: f.l.active.base, now: f.clock().UnixMilli(), minHorizon: 1 << 62, stats: &st, offsets: f.c.offsets,
+				txnRetained: map[int64]bool{}, removedMarkers: map[int64]bool{}}
 			r := f.l.cleanableRange(&CompactionConfig{}, 0, flt.now)
 			if _, err := f.c.buildOffsetMap(r.segs, r); err != nil {
 				t.Fatal(err)
@@ -496,7 +510,7 @@ func TestCleanerSwapRecovery(t *testing.T) {
 				}
 			}
 			if step.stop >= 2 {
-				for _, s := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
+				for _, s := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix, logSuffix} {
 					rename(s, cleanedSuffix, swapSuffix)
 				}
 			}
@@ -510,6 +524,7 @@ func TestCleanerSwapRecovery(t *testing.T) {
 			if step.stop >= 4 {
 				rename(indexSuffix, swapSuffix, "")
 				rename(timeIndexSuffix, swapSuffix, "")
+				rename(txnIndexSuffix, swapSuffix, "")
 			}
 			f.c.Remove(f.l)
 			crash(f.l)
@@ -520,11 +535,18 @@ func TestCleanerSwapRecovery(t *testing.T) {
 			got, _ := readRecords(t, f.l)
 			want := original
 			if step.cleaned {
-				want = slices.DeleteFunc(slices.Clone(original), func(g gotRecord) bool { return g.offset < 37 })
+				// The latest record of each of the 3 keys stays. The manual cleaning knows no
+				// aborted transactions: it keeps them like any transactional batch, and the
+				// marker.
+				latest := original[len(original)-3].offset
+				want = slices.DeleteFunc(slices.Clone(original), func(g gotRecord) bool {
+					return g.offset < latest && g.offset != txnAt && g.offset != abortAt
+				})
 			}
 			if fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Fatalf("after recovery: %v; want %v", got, want)
 			}
+			wantAborted(t, f.l, 0, f.l.LogEndOffset(), AbortedTxn{ProducerID: 9, FirstOffset: txnAt})
 			for _, pat := range []string{"*" + cleanedSuffix, "*" + swapSuffix, "*" + deletedSuffix} {
 				if m, _ := filepath.Glob(filepath.Join(f.dir, pat)); len(m) != 0 {
 					t.Fatalf("left over after recovery: %v", m)

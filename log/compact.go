@@ -12,8 +12,15 @@ package log
 // timestamp deltas rebased onto it); a later cleaning after the horizon drops the tombstone.
 // Records without a key are dropped, as Kafka does. A batch of an idempotent producer whose
 // records are all dropped stays as an empty batch when it is that producer's last batch, so
-// the producer's sequence survives. Control and transactional batches are copied unchanged
-// (ringbroker has no transaction coordinator yet; no aborted data can exist).
+// the producer's sequence survives. Transactions, after Kafka's cleaner: the batches of an
+// aborted transaction (one with a .txnindex entry whose transaction is no longer unstable:
+// decided and replicated) are removed, but for a producer's last batch, which stays empty;
+// other transactional batches (committed or undecided) are copied unchanged, and
+// transactional records never enter the key map, so no transactional record makes another
+// record go. A marker whose transaction has no batch left gets a delete horizon like a
+// tombstone and goes after it, with its .txnindex entry; the other entries of a group go to
+// the cleaned segment. Unlike Kafka's cleaner, committed transactional records are not
+// compacted (their markers therefore stay).
 //
 // Compressed batches are decompressed with internal/codec and rewritten with the same codec
 // and a fresh CRC.
@@ -30,6 +37,7 @@ import (
 
 	"ringbroker/internal/codec"
 	"ringbroker/internal/crc32c"
+	"ringbroker/internal/fsutil"
 	"ringbroker/internal/recordbatch"
 )
 
@@ -45,13 +53,17 @@ const (
 
 // filter is what deciding on one record needs.
 type filter struct {
-	mapEnd          int64              // records at or past it are kept unexamined
-	now             int64              // Unix ms
-	deleteRetention int64              // ms
-	producerLast    map[int64]int64    // producer id -> last offset of its newest batch
-	minHorizon      int64              // smallest delete horizon among the kept batches
-	stats           *CleanStats        // counters
-	offsets         map[[16]byte]int64 // key hash -> latest offset
+	mapEnd          int64                  // records at or past it are kept unexamined
+	now             int64                  // Unix ms
+	deleteRetention int64                  // ms
+	producerLast    map[int64]int64        // producer id -> last offset of its newest batch
+	aborted         map[int64][]abortedTxn // producer id -> its decided aborted transactions
+	firstUnstable   int64                  // markers at or past it are not decided yet
+	txnRetained     map[int64]bool         // producer id -> a batch of its open transaction was kept
+	removedMarkers  map[int64]bool         // offsets of the markers this cleaning removed
+	minHorizon      int64                  // smallest delete horizon among the kept batches
+	stats           *CleanStats            // counters
+	offsets         map[[16]byte]int64     // key hash -> latest offset
 }
 
 // clean runs one cleaning of l; without force, only when something is dirty or due.
@@ -95,6 +107,8 @@ func (c *Cleaner) clean(l *Log, force bool) (CleanStats, error) {
 			producerLast[id] = pe.batches[pe.n-1].lastOffset
 		}
 	}
+	aborted := l.decidedAborts()
+	firstUnstable := l.firstUnstable.Load()
 	cfg := l.cfg
 	l.mu.Unlock()
 	defer func() {
@@ -115,7 +129,8 @@ func (c *Cleaner) clean(l *Log, force bool) (CleanStats, error) {
 		return st, fmt.Errorf("clean %s: build offset map: %w", l.dir, err)
 	}
 	f := &filter{mapEnd: mapEnd, now: now, deleteRetention: cc.DeleteRetention.Milliseconds(),
-		producerLast: producerLast, minHorizon: math.MaxInt64, stats: &st, offsets: c.offsets}
+		producerLast: producerLast, aborted: aborted, firstUnstable: firstUnstable, txnRetained: map[int64]bool{},
+		removedMarkers: map[int64]bool{}, minHorizon: math.MaxInt64, stats: &st, offsets: c.offsets}
 	var toClean []*segment
 	for _, s := range held {
 		if s.base < mapEnd {
@@ -297,6 +312,9 @@ func (c *Cleaner) cleanGroup(l *Log, group []*segment, cfg *Config, f *filter) (
 	if err := w.Flush(); err != nil {
 		return nil, fmt.Errorf("write cleaned segment %s: %w", s.path, err)
 	}
+	if err := writeCleanedTxnIndex(l.dir, s, group, f.removedMarkers); err != nil {
+		return nil, err
+	}
 	f.stats.BytesWritten += pos
 	if err := s.deactivate(); err != nil {
 		return nil, err
@@ -311,6 +329,60 @@ func (c *Cleaner) cleanGroup(l *Log, group []*segment, cfg *Config, f *filter) (
 	return s, nil
 }
 
+// writeCleanedTxnIndex gives the cleaned segment s the .txnindex entries of group but those of
+// removed markers, written and fsynced under its .cleaned name when there are any.
+func writeCleanedTxnIndex(dir string, s *segment, group []*segment, removed map[int64]bool) error {
+	var entries []abortedTxn
+	var data []byte
+	for _, old := range group {
+		for _, a := range old.abortedTxns() {
+			if removed[a.lastOffset] {
+				continue
+			}
+			entries = append(entries, a)
+			data = appendTxnEntry(data, a)
+		}
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	path := cleanedPath(dir, s.base, txnIndexSuffix)
+	if err := writeTemp(path, func(f *os.File) error { _, err := f.Write(data); return err }); err != nil {
+		return fmt.Errorf("write cleaned transaction index: %w", err)
+	}
+	if err := os.Rename(path+fsutil.TmpSuffix, path); err != nil {
+		return fmt.Errorf("write cleaned transaction index: %w", err)
+	}
+	s.aborted.Store(&entries)
+	return nil
+}
+
+// decidedAborts maps each producer to its aborted transactions in the .txnindex files that
+// are no longer unstable (their marker is replicated: they start below the first unstable
+// offset), whose batches cleaning removes. Called under l.mu.
+func (l *Log) decidedAborts() map[int64][]abortedTxn {
+	stable := l.firstUnstable.Load()
+	out := map[int64][]abortedTxn{}
+	for _, s := range *l.segs.Load() {
+		for _, a := range s.abortedTxns() {
+			if a.firstOffset < stable {
+				out[a.producerID] = append(out[a.producerID], a)
+			}
+		}
+	}
+	return out
+}
+
+// inAbortedTxn reports whether data batch h belongs to an aborted transaction of f.aborted.
+func (f *filter) inAbortedTxn(h *batchHeader) bool {
+	for _, a := range f.aborted[h.producerID] {
+		if a.firstOffset <= h.baseOffset && h.baseOffset <= a.lastOffset {
+			return true
+		}
+	}
+	return false
+}
+
 // filterBatch decides what of batch b (header h, CRC checked) survives. It returns b itself
 // with same = true when the batch is kept byte for byte, nil when it goes entirely, or a
 // rewritten batch (valid until the next call).
@@ -319,7 +391,20 @@ func (c *Cleaner) filterBatch(b []byte, h *batchHeader, f *filter) (out []byte, 
 	if hasHorizon {
 		f.minHorizon = min(f.minHorizon, h.baseTimestamp)
 	}
-	if h.isControl() || h.attributes&recordbatch.AttrTransactional != 0 || h.numRecords == 0 {
+	switch {
+	case h.isControl():
+		return c.filterMarker(b, h, f, hasHorizon)
+	case h.isTransactional() && h.numRecords > 0 && f.inAbortedTxn(h):
+		f.stats.RecordsRead += int64(h.numRecords)
+		out := c.dropAll(b, h, f)
+		if out != nil {
+			f.txnRetained[h.producerID] = true
+		}
+		return out, false, nil
+	case h.isTransactional():
+		f.txnRetained[h.producerID] = true
+		return b, true, nil
+	case h.numRecords == 0:
 		return b, true, nil
 	}
 	c.kept = c.kept[:0]
@@ -350,11 +435,46 @@ func (c *Cleaner) filterBatch(b []byte, h *batchHeader, f *filter) (out []byte, 
 	case len(c.kept) == int(h.numRecords) && !setHorizon:
 		return b, true, nil
 	case len(c.kept) == 0:
-		if last, ok := f.producerLast[h.producerID]; ok && h.producerID >= 0 && last == h.lastOffset() {
-			return c.emptyBatch(b, h), false, nil
-		}
-		return nil, false, nil
+		return c.dropAll(b, h, f), false, nil
 	}
+	out, err = c.rewrite(b, h, f, setHorizon)
+	return out, false, err
+}
+
+// filterMarker decides on control batch b, as Kafka's cleaner does with transaction markers:
+// a marker of a decided transaction none of whose batches this cleaning kept (they all lie
+// before it, from the log start on) first gets a delete horizon (now + delete.retention.ms)
+// and goes once it has passed, with its .txnindex entry; other control batches stay as they
+// are.
+func (c *Cleaner) filterMarker(b []byte, h *batchHeader, f *filter, hasHorizon bool) ([]byte, bool, error) {
+	_, isMarker, err := parseEndTxnMarker(b)
+	if err != nil || !isMarker || h.baseOffset >= f.firstUnstable {
+		return b, true, nil
+	}
+	retained := f.txnRetained[h.producerID]
+	delete(f.txnRetained, h.producerID)
+	switch {
+	case retained:
+		return b, true, nil
+	case hasHorizon && f.now >= h.baseTimestamp:
+		f.removedMarkers[h.baseOffset] = true
+		return nil, false, nil
+	case hasHorizon:
+		return b, true, nil
+	}
+	c.kept = c.kept[:0]
+	if err := c.eachRecord(b, h, func(rec *rawRecord) { c.kept = append(c.kept, *rec) }); err != nil {
+		return nil, false, err
+	}
+	out, err := c.rewrite(b, h, f, true)
+	return out, false, err
+}
+
+// rewrite encodes batch b (header h) with only the records in c.kept and, when setHorizon,
+// with a delete horizon of now + delete.retention.ms (KIP-534): the attribute set,
+// baseTimestamp the horizon and the record timestamp deltas rebased onto it. The result is
+// valid until the next call.
+func (c *Cleaner) rewrite(b []byte, h *batchHeader, f *filter, setHorizon bool) ([]byte, error) {
 	horizon := int64(-1)
 	if setHorizon {
 		horizon = f.now + f.deleteRetention
@@ -384,12 +504,22 @@ func (c *Cleaner) filterBatch(b []byte, h *batchHeader, f *filter) (out []byte, 
 		be.PutUint64(c.out[recordbatch.OffMaxTimestamp:], uint64(maxTs))
 	}
 	be.PutUint32(c.out[recordbatch.OffNumRecords:], uint32(len(c.kept)))
+	var err error
 	if c.out, err = c.codecs.Compress(codec.Codec(attrs&recordbatch.AttrCompression), c.raw, c.out); err != nil {
-		return nil, false, fmt.Errorf("recompress: %w", err)
+		return nil, fmt.Errorf("recompress: %w", err)
 	}
 	be.PutUint32(c.out[recordbatch.OffBatchLength:], uint32(len(c.out)-recordbatch.LogOverhead))
 	be.PutUint32(c.out[recordbatch.OffCRC:], crc32c.Checksum(c.out[recordbatch.OffAttributes:]))
-	return c.out, false, nil
+	return c.out, nil
+}
+
+// dropAll is what remains of batch b when none of its records do: an empty batch when it is
+// its producer's newest (so the producer's sequence survives), else nothing.
+func (c *Cleaner) dropAll(b []byte, h *batchHeader, f *filter) []byte {
+	if last, ok := f.producerLast[h.producerID]; ok && h.producerID >= 0 && last == h.lastOffset() {
+		return c.emptyBatch(b, h)
+	}
+	return nil
 }
 
 // emptyBatch rewrites b as a batch without records that keeps its offsets, producer id, epoch

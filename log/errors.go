@@ -17,6 +17,13 @@ var (
 	// ErrInvalidProducerEpoch is returned by Append when a producer writes with an epoch older
 	// than the one the log has seen (INVALID_PRODUCER_EPOCH).
 	ErrInvalidProducerEpoch = errors.New("invalid producer epoch")
+	// ErrInvalidTxnState is returned by Append when a producer with an ongoing transaction
+	// writes a non-transactional batch (INVALID_TXN_STATE).
+	ErrInvalidTxnState = errors.New("invalid transaction state")
+	// ErrTransactionCoordinatorFenced is returned by Append for a transaction marker whose
+	// coordinator epoch is older than the producer's last marker's
+	// (TRANSACTION_COORDINATOR_FENCED).
+	ErrTransactionCoordinatorFenced = errors.New("transaction coordinator fenced")
 	// ErrRecordTooLarge is returned by Append when one batch exceeds Config.MaxMessageBytes
 	// (MESSAGE_TOO_LARGE).
 	ErrRecordTooLarge = errors.New("record batch larger than max.message.bytes")

@@ -58,6 +58,15 @@ type Log struct {
 	gc groupCommit
 	// recovery is what Open found and repaired; written only by Open.
 	recovery RecoveryReport
+	// txnMu guards unreplicated; taken under mu, or alone by LastStableOffset.
+	txnMu sync.Mutex
+	// unreplicated lists completed transactions whose marker the high watermark may not have
+	// passed yet (Kafka's unreplicatedTxns): they hold the last stable offset back until it has.
+	unreplicated []completedTxn
+	// firstUnstable is the smallest first offset of an ongoing or unreplicated transaction,
+	// math.MaxInt64 when none; ongoingMin that of the ongoing ones only.
+	firstUnstable, ongoingMin atomic.Int64
+
 	// snapOffset is the offset of the producer snapshot Open loaded: batches below it are
 	// already in the producer state (0: none). Written only by Open.
 	snapOffset int64

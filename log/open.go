@@ -56,6 +56,10 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 	if !opts.CleanShutdown {
 		snapLimit = opts.RecoveryPoint
 	}
+	if i := l.firstRebuilt(bases); i < len(bases) {
+		// The .txnindex of a rebuilt segment is rebuilt from the producer state as of its base.
+		snapLimit = min(snapLimit, bases[i])
+	}
 	l.snapOffset = l.loadSnapshot(snapLimit)
 	var segs []*segment
 	if len(bases) == 0 {
@@ -87,6 +91,7 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 	if !opts.CleanShutdown {
 		l.recoveryPoint.Store(min(l.active.next, max(opts.RecoveryPoint, segs[0].base)))
 	}
+	l.updateFirstUnstable()
 	l.lastFlushNanos.Store(opts.Now().UnixNano())
 	l.gc.enabled.Store(cfg.GroupCommit)
 	l.segs.Store(&segs)
@@ -171,7 +176,7 @@ func (l *Log) listSegments() ([]int64, error) {
 // parseSegmentName splits "%020d.log" (or .index, .timeindex) into base offset and suffix.
 func parseSegmentName(name string) (int64, string, bool) {
 	ext := filepath.Ext(name)
-	if ext != logSuffix && ext != indexSuffix && ext != timeIndexSuffix {
+	if ext != logSuffix && ext != indexSuffix && ext != timeIndexSuffix && ext != txnIndexSuffix {
 		return 0, "", false
 	}
 	digits := name[:len(name)-len(ext)]
@@ -188,6 +193,31 @@ func parseSegmentName(name string) (int64, string, bool) {
 	return base, ext, true
 }
 
+// recoverFrom returns the index of the first segment to recover: the one holding the recovery
+// point after an unclean shutdown, none (len(bases)) after a clean one.
+func (l *Log) recoverFrom(bases []int64) int {
+	if l.opts.CleanShutdown {
+		return len(bases)
+	}
+	i := 0
+	for i < len(bases)-1 && bases[i+1] <= l.opts.RecoveryPoint {
+		i++
+	}
+	return i
+}
+
+// firstRebuilt returns the index of the first segment whose indexes Open will rebuild, as far
+// as the files tell before reading them: the first recovered one, or one missing an index.
+func (l *Log) firstRebuilt(bases []int64) int {
+	from := l.recoverFrom(bases)
+	for i, base := range bases[:from] {
+		if !indexFilesExist(l.dir, base) {
+			return i
+		}
+	}
+	return from
+}
+
 // loadSegments opens the existing segments, scans them (with CRC checks from the first one
 // needing recovery on), truncates a damaged tail and prepares the last segment for appends.
 func (l *Log) loadSegments(bases []int64) (segs []*segment, err error) {
@@ -199,13 +229,7 @@ func (l *Log) loadSegments(bases []int64) (segs []*segment, err error) {
 			segs = nil
 		}
 	}()
-	recoverFrom := len(bases)
-	if !l.opts.CleanShutdown {
-		recoverFrom = 0
-		for recoverFrom < len(bases)-1 && bases[recoverFrom+1] <= l.opts.RecoveryPoint {
-			recoverFrom++
-		}
-	}
+	recoverFrom := l.recoverFrom(bases)
 	now := l.opts.Now()
 	expectNext := bases[0]
 	for i, base := range bases {
@@ -235,12 +259,16 @@ func (l *Log) loadSegments(bases []int64) (segs []*segment, err error) {
 		if recovering {
 			l.recovery.CheckedSegments++
 		}
-		if !recovering && !rebuild && i < len(bases)-1 && l.loadTrusted(s, expectNext, l.snapOffset) {
+		rebuildTxn, err := l.prepareTxnIndex(s, rebuild)
+		if err != nil {
+			return segs, err
+		}
+		if !recovering && !rebuild && !rebuildTxn && i < len(bases)-1 && l.loadTrusted(s, expectNext, l.snapOffset) {
 			expectNext = s.next
 			s.sealed.Store(true)
 			continue
 		}
-		end, scanErr := l.scanSegment(s, recovering, rebuild, expectNext)
+		end, scanErr := l.scanSegment(s, recovering, rebuild, rebuildTxn, expectNext)
 		if scanErr != nil {
 			l.recovery.Truncated = true
 			l.recovery.TruncatedSegment, l.recovery.TruncatedPosition = s.base, end
@@ -255,6 +283,9 @@ func (l *Log) loadSegments(bases []int64) (segs []*segment, err error) {
 			l.logger.Warn("truncating log at a bad batch", "segment", s.path, "position", end,
 				"dropped_bytes", fileSize-end, "dropped_segments", len(bases)-i-1, "verified_crc", recovering, "reason", scanErr)
 			if err := l.truncateTail(s, end, bases[i+1:]); err != nil {
+				return segs, err
+			}
+			if err := s.truncateTxnIndex(s.next); err != nil {
 				return segs, err
 			}
 			if !rebuild {
@@ -287,10 +318,29 @@ func indexFilesExist(dir string, base int64) bool {
 	return true
 }
 
+// prepareTxnIndex loads the segment's .txnindex, or empties it to be rebuilt by the scan (it
+// returns true then): when the other indexes are rebuilt or it is damaged, provided the
+// producer state is that of the segment's base (no snapshot past it was loaded).
+func (l *Log) prepareTxnIndex(s *segment, rebuild bool) (bool, error) {
+	err := s.loadTxnIndex()
+	if err != nil {
+		l.logger.Warn("damaged transaction index", "segment", s.path, "err", err)
+	}
+	if !(rebuild || err != nil) {
+		return false, nil
+	}
+	if s.base < l.snapOffset {
+		l.logger.Warn("transaction index not rebuilt: the producer snapshot lies past the segment's base", "segment", s.path, "snapshot", l.snapOffset)
+		return false, nil
+	}
+	return true, s.resetTxnIndex()
+}
+
 // scanSegment walks the batches of a freshly opened segment, checking framing (and CRCs when
-// verifyCRC), rebuilding producer state, leader epochs and, when rebuild, the indexes. It
-// returns the end of the valid prefix and, if it stopped early, why.
-func (l *Log) scanSegment(s *segment, verifyCRC, rebuild bool, expectNext int64) (int64, error) {
+// verifyCRC), rebuilding producer state, leader epochs and, when rebuild, the indexes (the
+// .txnindex when rebuildTxn). It returns the end of the valid prefix and, if it stopped early,
+// why.
+func (l *Log) scanSegment(s *segment, verifyCRC, rebuild, rebuildTxn bool, expectNext int64) (int64, error) {
 	// A scan touches every page of the segment through the mapping: give them back after.
 	defer s.dropPages()
 	end := s.size.Load()
@@ -310,7 +360,9 @@ func (l *Log) scanSegment(s *segment, verifyCRC, rebuild bool, expectNext int64)
 		}
 		s.noteBatch(pos, h.size(), h.lastOffset(), h.maxTimestamp, int64(l.cfg.IndexIntervalBytes), rebuild)
 		if h.producerID >= 0 && h.baseOffset >= l.snapOffset {
-			l.producers.load(&h)
+			if err := l.noteTxns(l.producers.load(&h, s.data[pos:pos+h.size()]), s, rebuildTxn); err != nil {
+				l.logger.Warn("rebuilding the transaction index", "segment", s.path, "err", err)
+			}
 		}
 		if l.epochs.assignIfNewer(h.leaderEpoch, h.baseOffset) {
 			l.epochsDirty = true
@@ -328,7 +380,7 @@ func (l *Log) truncateTail(s *segment, end int64, later []int64) error {
 	}
 	s.size.Store(end)
 	for _, base := range later {
-		for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		for _, suffix := range segmentSuffixes() {
 			if err := ignoreNotExist(os.Remove(segmentPath(l.dir, base, suffix))); err != nil {
 				return fmt.Errorf("delete segment after truncation: %w", err)
 			}

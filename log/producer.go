@@ -26,6 +26,16 @@ type producerEntry struct {
 	batches [producerBatchesRetained]producerBatch
 	// lastTimestamp is the maxTimestamp of the producer's newest batch (kept in snapshots).
 	lastTimestamp int64
+	// coordinatorEpoch is that of the transaction coordinator that wrote the producer's last
+	// marker, -1 before any: a marker from an older coordinator is fenced.
+	coordinatorEpoch int32
+	// txnFirstOffset is the first offset of the producer's ongoing transaction, -1 when none.
+	txnFirstOffset int64
+}
+
+// newProducerEntry is the state of a producer the log has not seen.
+func newProducerEntry() producerEntry {
+	return producerEntry{epoch: noProducerEpoch, coordinatorEpoch: -1, txnFirstOffset: -1}
 }
 
 // lastSeq returns the sequence of the newest batch, or -1 (Kafka's NO_SEQUENCE) when none.
@@ -84,10 +94,18 @@ type stagedProducer struct {
 type producers struct {
 	entries map[int64]producerEntry
 	staged  []stagedProducer // reused across appends
+	// ongoing maps each producer with an ongoing transaction to its first offset; it mirrors
+	// the committed entries' txnFirstOffset. ongoingChanged says a commit changed it since
+	// Log.noteTxns last looked.
+	ongoing        map[int64]int64
+	ongoingChanged bool
+	// completed lists the transactions the staged batches complete, in log order; commit
+	// hands them back.
+	completed []completedTxn
 }
 
 func newProducers() producers {
-	return producers{entries: make(map[int64]producerEntry)}
+	return producers{entries: make(map[int64]producerEntry), ongoing: make(map[int64]int64)}
 }
 
 // current returns the state of id including staged changes, and where it is staged (-1: not).
@@ -100,7 +118,7 @@ func (p *producers) current(id int64) (producerEntry, int) {
 	if e, ok := p.entries[id]; ok {
 		return e, -1
 	}
-	return producerEntry{epoch: noProducerEpoch}, -1
+	return newProducerEntry(), -1
 }
 
 func (p *producers) stage(id int64, e producerEntry, at int) {
@@ -121,9 +139,14 @@ func (p *producers) stage(id int64, e producerEntry, at int) {
 //     producer (for example one whose batches were all deleted) may start anywhere: since
 //     KIP-360 Kafka no longer answers UNKNOWN_PRODUCER_ID for this.
 //
-// Control batches (transaction markers) only check and move the epoch. On success the change
-// is staged for commit.
-func (p *producers) check(h *batchHeader, firstOffset, lastOffset int64) (dup producerBatch, isDup bool, err error) {
+// Transactions follow Kafka's ProducerAppendInfo: a transactional batch of a producer without
+// an ongoing transaction begins one at firstOffset; a non-transactional batch during one fails
+// with ErrInvalidTxnState. A control batch b carrying a COMMIT or ABORT marker checks the
+// epoch, refuses a coordinator epoch older than the producer's last marker's
+// (ErrTransactionCoordinatorFenced) and completes the transaction (one starting at the marker
+// when none is ongoing, as Kafka's); other control batches only move the epoch. On success the
+// change is staged for commit.
+func (p *producers) check(h *batchHeader, b []byte, firstOffset, lastOffset int64) (dup producerBatch, isDup bool, err error) {
 	if committed, ok := p.entries[h.producerID]; ok && !h.isControl() {
 		if b, found := committed.duplicate(h.producerEpoch, h.baseSequence, h.lastSequence()); found {
 			return b, true, nil
@@ -136,9 +159,25 @@ func (p *producers) check(h *batchHeader, firstOffset, lastOffset int64) (dup pr
 	}
 	e.lastTimestamp = h.maxTimestamp
 	if h.isControl() {
-		e.setEpoch(h.producerEpoch)
+		m, isMarker, err := parseEndTxnMarker(b)
+		if err != nil {
+			return producerBatch{}, false, fmt.Errorf("%w: control batch at offset %d: %v", ErrCorruptBatch, firstOffset, err)
+		}
+		if isMarker && m.coordinatorEpoch < e.coordinatorEpoch {
+			return producerBatch{}, false, fmt.Errorf("%w: producer %d marker at offset %d has coordinator epoch %d, older than %d",
+				ErrTransactionCoordinatorFenced, h.producerID, firstOffset, m.coordinatorEpoch, e.coordinatorEpoch)
+		}
+		p.endTxn(h, &e, m, isMarker)
 		p.stage(h.producerID, e, at)
 		return producerBatch{}, false, nil
+	}
+	if h.isTransactional() {
+		if e.txnFirstOffset < 0 {
+			e.txnFirstOffset = firstOffset
+		}
+	} else if e.txnFirstOffset >= 0 {
+		return producerBatch{}, false, fmt.Errorf("%w: producer %d wrote a non-transactional batch at offset %d during its transaction from %d",
+			ErrInvalidTxnState, h.producerID, firstOffset, e.txnFirstOffset)
 	}
 	if h.producerEpoch != e.epoch {
 		if h.baseSequence != 0 && e.epoch != noProducerEpoch {
@@ -154,33 +193,71 @@ func (p *producers) check(h *batchHeader, firstOffset, lastOffset int64) (dup pr
 	return producerBatch{}, false, nil
 }
 
-// commit applies the staged changes.
-func (p *producers) commit() {
+// endTxn moves e to the epoch of control batch h and, for a marker m, completes the
+// producer's transaction: staged in p.completed, with the marker's coordinator epoch kept.
+func (p *producers) endTxn(h *batchHeader, e *producerEntry, m endTxnMarker, isMarker bool) {
+	e.setEpoch(h.producerEpoch)
+	if !isMarker {
+		return
+	}
+	first := e.txnFirstOffset
+	if first < 0 {
+		first = h.baseOffset
+	}
+	p.completed = append(p.completed, completedTxn{producerID: h.producerID, firstOffset: first, lastOffset: h.lastOffset(), aborted: !m.commit})
+	e.txnFirstOffset = -1
+	e.coordinatorEpoch = m.coordinatorEpoch
+}
+
+// commit applies the staged changes and returns the transactions they complete, valid until
+// the next append.
+func (p *producers) commit() []completedTxn {
 	for _, s := range p.staged {
 		p.entries[s.id] = s.entry
+		first, had := p.ongoing[s.id]
+		switch {
+		case s.entry.txnFirstOffset >= 0 && (!had || first != s.entry.txnFirstOffset):
+			p.ongoing[s.id] = s.entry.txnFirstOffset
+			p.ongoingChanged = true
+		case s.entry.txnFirstOffset < 0 && had:
+			delete(p.ongoing, s.id)
+			p.ongoingChanged = true
+		}
 	}
 	p.staged = p.staged[:0]
+	done := p.completed
+	p.completed = p.completed[:0]
+	return done
 }
 
 // discard drops the staged changes.
-func (p *producers) discard() { p.staged = p.staged[:0] }
+func (p *producers) discard() {
+	p.staged = p.staged[:0]
+	p.completed = p.completed[:0]
+}
 
 // replay stages batch h without validation, as Kafka applies batches read back from disk or
 // replicated from the leader, which validated them: the entries end up as the leader's, so a
 // replica that becomes leader detects the same duplicates.
-func (p *producers) replay(h *batchHeader) {
+// A control batch b that does not hold a readable marker only moves the epoch.
+func (p *producers) replay(h *batchHeader, b []byte) {
 	e, at := p.current(h.producerID)
 	e.lastTimestamp = h.maxTimestamp
 	if h.isControl() {
-		e.setEpoch(h.producerEpoch)
+		m, isMarker, err := parseEndTxnMarker(b)
+		p.endTxn(h, &e, m, isMarker && err == nil)
 	} else {
+		if h.isTransactional() && e.txnFirstOffset < 0 {
+			e.txnFirstOffset = h.baseOffset
+		}
 		e.add(h.producerEpoch, producerBatch{firstSeq: h.baseSequence, lastSeq: h.lastSequence(), firstOffset: h.baseOffset, lastOffset: h.lastOffset()})
 	}
 	p.stage(h.producerID, e, at)
 }
 
-// load applies a batch read back from disk at once.
-func (p *producers) load(h *batchHeader) {
-	p.replay(h)
-	p.commit()
+// load applies a batch read back from disk at once and returns the transactions it completes,
+// valid until the next change.
+func (p *producers) load(h *batchHeader, b []byte) []completedTxn {
+	p.replay(h, b)
+	return p.commit()
 }

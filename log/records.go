@@ -13,6 +13,7 @@ type rawRecord struct {
 	offsetDelta int32
 	key         []byte // nil when the key is null
 	tombstone   bool   // the value is null
+	value       []byte // nil when the value is null
 	afterTs     []byte // the bytes after the timestamp delta: offset delta to the end
 }
 
@@ -53,6 +54,9 @@ func nextRecord(p []byte) (rawRecord, int, error) {
 		return rawRecord{}, 0, fmt.Errorf("record value length %d (varint status %d) with %d bytes left", valLen, m, len(body)-pos)
 	}
 	r.tombstone = valLen < 0
+	if valLen >= 0 {
+		r.value = body[pos+m : pos+m+int(valLen)]
+	}
 	return r, total, nil
 }
 

@@ -221,7 +221,8 @@ func countBelow(batches [][]byte, offset int64) int {
 }
 
 // FuzzRecoverSegment opens arbitrary bytes as the only segment of an uncleanly shut down log:
-// Open must not panic, and every batch it serves must pass its CRC with increasing offsets.
+// Open must not panic, every batch it serves must pass its CRC with increasing offsets, and
+// its last stable offset and aborted transactions must lie within the log.
 // With fixCRC the input's framed batches get valid CRCs first, so the fuzzer also explores
 // offsets, lengths and producer fields behind the CRC check.
 func FuzzRecoverSegment(f *testing.F) {
@@ -241,6 +242,12 @@ func FuzzRecoverSegment(f *testing.F) {
 	f.Add(false, flipped)
 	f.Add(false, []byte{})
 	f.Add(false, bytes.Repeat([]byte{0}, 200))
+	var txn []byte // a transaction of producer 1 at 0-1, aborted at 2
+	for i, b := range [][]byte{txnBatch(f, 1, 0, 0, 2, 8), marker(f, 1, 0, false, 0)} {
+		b[7] = byte(2 * i)
+		txn = append(txn, b...)
+	}
+	f.Add(true, txn)
 	f.Fuzz(func(t *testing.T, fixCRC bool, data []byte) {
 		if fixCRC {
 			fixCRCs(data)
@@ -279,6 +286,14 @@ func FuzzRecoverSegment(f *testing.F) {
 				p += int(h.size())
 			}
 			r.Release()
+		}
+		if lso := l.LastStableOffset(l.LogEndOffset()); lso < l.LogStartOffset() || lso > l.LogEndOffset() {
+			t.Fatalf("last stable offset %d outside the log %d..%d", lso, l.LogStartOffset(), l.LogEndOffset())
+		}
+		for _, a := range l.AbortedTransactions(l.LogStartOffset(), l.LogEndOffset()) {
+			if a.FirstOffset < 0 || a.FirstOffset >= l.LogEndOffset() {
+				t.Fatalf("aborted transaction %+v outside the log end %d", a, l.LogEndOffset())
+			}
 		}
 		if _, err := l.Append(makeBatch(t, plain(1, 1, 0))); err != nil {
 			t.Fatalf("Append after recovery: %v", err)

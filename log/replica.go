@@ -101,7 +101,7 @@ func (l *Log) stageReplicated(records []byte) (n int, res AppendResult, maxTs in
 			break // the next fetch brings the rest
 		}
 		if h.producerID >= 0 {
-			l.producers.replay(&h)
+			l.producers.replay(&h, records[n:n+int(h.size())])
 		}
 		maxTs = max(maxTs, h.maxTimestamp)
 		l.hdrs = append(l.hdrs, h)
@@ -210,7 +210,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	}
 	l.size.Store(total)
 	l.dirDirty.Store(true)
-	perr := l.removeSnapshotsAbove(end)
+	perr := errors.Join(l.removeSnapshotsAbove(end), ns.truncateTxnIndex(end))
 	l.reloadProducers(next, end)
 	gone = l.gc.takeTruncated(end)
 	l.logger.Info("truncated log", "offset", offset, "log_end_offset", end, "previous_log_end_offset", leo,
@@ -275,6 +275,7 @@ func (l *Log) startAt(offset int64) ([]syncWaiter, error) {
 	l.epochs = epochCache{}
 	l.epochsDirty = true
 	l.producers = newProducers()
+	l.resetTxns()
 	l.logger.Info("started log over", "offset", offset, "deleted_segments", len(old), "deleted_bytes", bytes)
 	if err := errors.Join(derr, l.writeEpochs(), fsutil.SyncDir(l.dir)); err != nil {
 		return l.gc.takeTruncated(offset), fmt.Errorf("start %s over at %d: %w", l.dir, offset, err)
@@ -373,6 +374,9 @@ func (l *Log) reopenActive(base int64) (*segment, error) {
 	if err = s.openIndexes(0, false); err == nil {
 		s.loadTail()
 		err = l.activate(s)
+	}
+	if err == nil {
+		err = s.loadTxnIndex()
 	}
 	if err != nil {
 		s.decRef()

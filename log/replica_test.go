@@ -55,7 +55,7 @@ func wantProducers(batches [][]byte) map[int64]producerEntry {
 	p := newProducers()
 	for _, b := range batches {
 		if h := parseHeader(b); h.producerID >= 0 {
-			p.load(&h)
+			p.load(&h, b)
 		}
 	}
 	return p.entries

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,6 +22,12 @@ const (
 	indexSuffix     = ".index"
 	timeIndexSuffix = ".timeindex"
 )
+
+// segmentSuffixes lists the files of one segment: the log, its indexes and its transaction
+// index (which exists only once an aborted transaction was recorded in it).
+func segmentSuffixes() []string {
+	return []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix}
+}
 
 // segmentPath names a segment file by its base offset, zero-padded to 20 digits.
 func segmentPath(dir string, base int64, suffix string) string {
@@ -62,6 +69,15 @@ type segment struct {
 	// they fsynced: recovery always rebuilds the indexes of the segment holding the recovery
 	// point, and that includes the active one.
 	sealed atomic.Bool
+
+	// aborted is the .txnindex, replaced by a longer slice on each append (appendAborted).
+	aborted atomic.Pointer[[]abortedTxn]
+	// txnFileMu guards txnFile, open once an entry was written here, against the flushes
+	// that fsync it from other goroutines; txnDirty says an entry was written since the last
+	// fsync.
+	txnFileMu sync.Mutex
+	txnFile   *os.File
+	txnDirty  bool
 
 	// Writer state, guarded by Log.mu.
 	next        int64     // offset after the last batch; base when empty
@@ -210,7 +226,7 @@ func (s *segment) decRef() {
 // release. The caller then drops the log's reference.
 func (s *segment) markDeleted() error {
 	var errs []error
-	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	for _, suffix := range segmentSuffixes() {
 		path := segmentPath(filepath.Dir(s.path), s.base, suffix)
 		if err := ignoreNotExist(os.Rename(path, path+deletedSuffix)); err != nil {
 			errs = append(errs, fmt.Errorf("rename %s for deletion: %w", path, err))
@@ -222,7 +238,7 @@ func (s *segment) markDeleted() error {
 
 // removeDeletedFiles removes the *.deleted files of a released segment.
 func (s *segment) removeDeletedFiles() {
-	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	for _, suffix := range segmentSuffixes() {
 		path := segmentPath(filepath.Dir(s.path), s.base, suffix) + deletedSuffix
 		if err := ignoreNotExist(os.Remove(path)); err != nil {
 			s.logger.Warn("remove deleted segment file", "file", path, "err", err)
@@ -255,6 +271,7 @@ func (s *segment) closeFiles() error {
 	if s.offIdx != nil {
 		errs = append(errs, s.offIdx.close(), s.timIdx.close())
 	}
+	errs = append(errs, s.closeTxnFile())
 	errs = append(errs, s.f.Close())
 	return errors.Join(errs...)
 }
@@ -264,6 +281,9 @@ func (s *segment) sync() error {
 	// fdatasync: the file size is data for it, and the modification time is not needed.
 	if err := unix.Fdatasync(int(s.f.Fd())); err != nil {
 		return fmt.Errorf("fsync segment %s: %w", s.path, err)
+	}
+	if err := s.syncTxnIndex(); err != nil {
+		return err
 	}
 	if !s.sealed.Load() {
 		return nil

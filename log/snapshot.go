@@ -13,11 +13,13 @@ package log
 //
 //	version int16 | crc uint32 (CRC32C of what follows) | count int32 | count entries
 //
-// Version 2 entry: producerId int64, epoch int16, lastTimestamp int64, coordinatorEpoch int32,
-// currentTxnFirstOffset int64, n int8 (<= 5), then n batches (firstSeq int32, lastSeq int32,
-// firstOffset int64, lastOffset int64), oldest first. Kafka's version 1 entries (producerId,
-// epoch, lastSequence, lastOffset, offsetDelta, timestamp, coordinatorEpoch,
-// currentTxnFirstOffset: only the newest batch) are read too.
+// Version 2 entry: producerId int64, epoch int16, lastTimestamp int64, coordinatorEpoch int32
+// (-1 before the producer's first marker), currentTxnFirstOffset int64 (the first offset of
+// its ongoing transaction, -1 when none: recovery restores ongoing transactions from it), n
+// int8 (<= 5), then n batches (firstSeq int32, lastSeq int32, firstOffset int64, lastOffset
+// int64), oldest first. Kafka's version 1 entries (producerId, epoch, lastSequence,
+// lastOffset, offsetDelta, timestamp, coordinatorEpoch, currentTxnFirstOffset: only the
+// newest batch) are read too.
 
 import (
 	"encoding/binary"
@@ -66,8 +68,8 @@ func encodeSnapshot(entries map[int64]producerEntry) []byte {
 		b = be.AppendUint64(b, uint64(id))
 		b = be.AppendUint16(b, uint16(e.epoch))
 		b = be.AppendUint64(b, uint64(e.lastTimestamp))
-		b = be.AppendUint32(b, math.MaxUint32) // coordinator epoch: -1, no transactions yet
-		b = be.AppendUint64(b, math.MaxUint64) // current transaction's first offset: -1
+		b = be.AppendUint32(b, uint32(e.coordinatorEpoch))
+		b = be.AppendUint64(b, uint64(e.txnFirstOffset))
 		b = append(b, byte(e.n))
 		for _, pb := range e.batches[:e.n] {
 			b = be.AppendUint32(b, uint32(pb.firstSeq))
@@ -106,7 +108,7 @@ func decodeSnapshot(b []byte) (map[int64]producerEntry, error) {
 	entries := make(map[int64]producerEntry, count)
 	for i := range count {
 		var id int64
-		var e producerEntry
+		e := newProducerEntry()
 		if version == snapshotVersionKafka {
 			id, e = decodeKafkaEntry(p)
 			p = p[snapshotKafkaEntrySize:]
@@ -117,6 +119,8 @@ func decodeSnapshot(b []byte) (map[int64]producerEntry, error) {
 			id = int64(be.Uint64(p))
 			e.epoch = int16(be.Uint16(p[8:]))
 			e.lastTimestamp = int64(be.Uint64(p[10:]))
+			e.coordinatorEpoch = int32(be.Uint32(p[18:]))
+			e.txnFirstOffset = int64(be.Uint64(p[22:]))
 			e.n = int(p[snapshotEntryFixed-1])
 			p = p[snapshotEntryFixed:]
 			if e.n > producerBatchesRetained || len(p) < e.n*snapshotBatchSize {
@@ -137,6 +141,9 @@ func decodeSnapshot(b []byte) (map[int64]producerEntry, error) {
 		if id < 0 {
 			return nil, fmt.Errorf("snapshot entry %d: producer id %d", i, id)
 		}
+		if e.txnFirstOffset < -1 {
+			return nil, fmt.Errorf("snapshot entry %d: transaction first offset %d", i, e.txnFirstOffset)
+		}
 		if _, dup := entries[id]; dup {
 			return nil, fmt.Errorf("snapshot entry %d: producer id %d repeated", i, id)
 		}
@@ -153,7 +160,8 @@ func decodeSnapshot(b []byte) (map[int64]producerEntry, error) {
 func decodeKafkaEntry(p []byte) (int64, producerEntry) {
 	be := binary.BigEndian
 	id := int64(be.Uint64(p))
-	e := producerEntry{epoch: int16(be.Uint16(p[8:])), lastTimestamp: int64(be.Uint64(p[26:]))}
+	e := producerEntry{epoch: int16(be.Uint16(p[8:])), lastTimestamp: int64(be.Uint64(p[26:])),
+		coordinatorEpoch: int32(be.Uint32(p[34:])), txnFirstOffset: int64(be.Uint64(p[38:]))}
 	lastSeq := int32(be.Uint32(p[10:]))
 	lastOffset := int64(be.Uint64(p[14:]))
 	delta := int32(be.Uint32(p[22:]))
@@ -245,6 +253,7 @@ func (l *Log) loadSnapshot(limit int64) int64 {
 			continue
 		}
 		l.producers.entries = entries
+		l.producers.rebuildOngoing()
 		return off
 	}
 	return 0
@@ -313,6 +322,7 @@ func (l *Log) removeSnapshotsAbove(end int64) error {
 // segs from its offset on (found through the offset index).
 func (l *Log) reloadProducers(segs []*segment, end int64) {
 	l.producers = newProducers()
+	l.resetTxns()
 	from := l.loadSnapshot(end)
 	for _, s := range segs {
 		if s.next <= from {
@@ -325,9 +335,13 @@ func (l *Log) reloadProducers(segs []*segment, end int64) {
 		for size := s.size.Load(); pos < size; {
 			h := parseHeader(s.data[pos:size])
 			if h.producerID >= 0 && h.baseOffset >= from {
-				l.producers.load(&h)
+				// The segments' .txnindex files already hold the aborted transactions.
+				if err := l.noteTxns(l.producers.load(&h, s.data[pos:pos+h.size()]), s, false); err != nil {
+					l.logger.Warn("reload producer state", "err", err)
+				}
 			}
 			pos += h.size()
 		}
 	}
+	l.updateFirstUnstable()
 }

@@ -13,14 +13,14 @@ import (
 
 // sampleEntries covers an empty entry, a partial one and a full one with wrapped sequences.
 func sampleEntries() map[int64]producerEntry {
-	full := producerEntry{epoch: 4, lastTimestamp: 1234}
+	full := producerEntry{epoch: 4, lastTimestamp: 1234, coordinatorEpoch: 3, txnFirstOffset: 200}
 	for i := range producerBatchesRetained {
 		full.add(4, producerBatch{firstSeq: int32(2147483640 + i*2), lastSeq: incrementSequence(int32(2147483640+i*2), 1),
 			firstOffset: int64(100 + i*2), lastOffset: int64(101 + i*2)})
 	}
 	return map[int64]producerEntry{
-		1: {epoch: 0, lastTimestamp: -1},
-		7: {epoch: 2, n: 1, lastTimestamp: 99, batches: [producerBatchesRetained]producerBatch{{firstSeq: 0, lastSeq: 4, firstOffset: 10, lastOffset: 14}}},
+		1: {epoch: 0, lastTimestamp: -1, coordinatorEpoch: -1, txnFirstOffset: -1},
+		7: {epoch: 2, n: 1, lastTimestamp: 99, coordinatorEpoch: 7, txnFirstOffset: -1, batches: [producerBatchesRetained]producerBatch{{firstSeq: 0, lastSeq: 4, firstOffset: 10, lastOffset: 14}}},
 		9: full,
 	}
 }
@@ -41,32 +41,33 @@ func TestSnapshotRoundTrip(t *testing.T) {
 }
 
 // TestSnapshotKafkaVersion1 reads Kafka's own format: one batch per producer from
-// lastSequence, lastOffset and offsetDelta; no batch when lastSequence is -1.
+// lastSequence, lastOffset and offsetDelta (no batch when lastSequence is -1), and the
+// coordinator epoch and ongoing transaction's first offset.
 func TestSnapshotKafkaVersion1(t *testing.T) {
 	be := binary.BigEndian
 	b := make([]byte, 10)
 	be.PutUint16(b, 1)
 	be.PutUint32(b[6:], 2)
-	entry := func(id int64, epoch int16, lastSeq int32, lastOffset int64, delta int32, ts int64) {
+	entry := func(id int64, epoch int16, lastSeq int32, lastOffset int64, delta int32, ts int64, coordEpoch int32, txnFirst int64) {
 		b = be.AppendUint64(b, uint64(id))
 		b = be.AppendUint16(b, uint16(epoch))
 		b = be.AppendUint32(b, uint32(lastSeq))
 		b = be.AppendUint64(b, uint64(lastOffset))
 		b = be.AppendUint32(b, uint32(delta))
 		b = be.AppendUint64(b, uint64(ts))
-		b = be.AppendUint32(b, 0xffffffff)
-		b = be.AppendUint64(b, 0xffffffffffffffff)
+		b = be.AppendUint32(b, uint32(coordEpoch))
+		b = be.AppendUint64(b, uint64(txnFirst))
 	}
-	entry(5, 1, 9, 50, 4, 777)
-	entry(6, 2, -1, 60, 0, 888)
+	entry(5, 1, 9, 50, 4, 777, -1, -1)
+	entry(6, 2, -1, 60, 0, 888, 4, 55)
 	be.PutUint32(b[2:], crc32c.Checksum(b[6:]))
 	got, err := decodeSnapshot(b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[int64]producerEntry{
-		5: {epoch: 1, n: 1, lastTimestamp: 777, batches: [producerBatchesRetained]producerBatch{{firstSeq: 5, lastSeq: 9, firstOffset: 46, lastOffset: 50}}},
-		6: {epoch: 2, lastTimestamp: 888},
+		5: {epoch: 1, n: 1, lastTimestamp: 777, coordinatorEpoch: -1, txnFirstOffset: -1, batches: [producerBatchesRetained]producerBatch{{firstSeq: 5, lastSeq: 9, firstOffset: 46, lastOffset: 50}}},
+		6: {epoch: 2, lastTimestamp: 888, coordinatorEpoch: 4, txnFirstOffset: 55},
 	}
 	if !maps.Equal(got, want) {
 		t.Fatalf("version 1: %+v; want %+v", got, want)
@@ -132,7 +133,8 @@ func snapshotFixture(t *testing.T, dir string) (*Log, int32) {
 // sequence is lastSeq: a log that appends lastSeq+1 afterwards provably used the snapshot.
 func writeTamperedSnapshot(t *testing.T, dir string, offset int64, lastSeq int32) {
 	t.Helper()
-	e := producerEntry{epoch: 0, n: 1}
+	e := newProducerEntry()
+	e.epoch, e.n = 0, 1
 	e.batches[0] = producerBatch{firstSeq: lastSeq, lastSeq: lastSeq, firstOffset: offset - 1, lastOffset: offset - 1}
 	if err := os.WriteFile(snapshotPath(dir, offset), encodeSnapshot(map[int64]producerEntry{7: e}), 0o644); err != nil {
 		t.Fatal(err)

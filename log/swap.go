@@ -1,7 +1,7 @@
 package log
 
 // A cleaned group is written beside the log as %020d.log.cleaned (and .index.cleaned,
-// .timeindex.cleaned), fsynced, renamed to .swap (the commit point), the old segments renamed
+// .timeindex.cleaned and, when the group had aborted transactions, .txnindex.cleaned), fsynced, renamed to .swap (the commit point), the old segments renamed
 // to .deleted and the swap files to their final names. Open completes or discards an
 // interrupted swap (recoverSwaps). Readers holding the old segments keep their mappings until
 // they release them.
@@ -35,7 +35,7 @@ func discardCleaned(s *segment) {
 	if err := s.closeFiles(); err != nil {
 		s.logger.Warn("close discarded cleaned segment", "segment", s.path, "err", err)
 	}
-	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	for _, suffix := range segmentSuffixes() {
 		for _, path := range []string{cleanedPath(dir, s.base, suffix), segmentPath(dir, s.base, suffix) + swapSuffix} {
 			if err := ignoreNotExist(os.Remove(path)); err != nil {
 				s.logger.Warn("remove discarded cleaned segment", "file", path, "err", err)
@@ -60,6 +60,9 @@ func (l *Log) replaceSegments(group []*segment, cleaned *segment) error {
 	}
 	base := cleaned.base
 	suffixes := []string{indexSuffix, timeIndexSuffix, logSuffix} // the log last: its .swap commits
+	if len(cleaned.abortedTxns()) > 0 {
+		suffixes = []string{indexSuffix, timeIndexSuffix, txnIndexSuffix, logSuffix}
+	}
 	for _, suffix := range suffixes {
 		if err := os.Rename(cleanedPath(l.dir, base, suffix), segmentPath(l.dir, base, suffix)+swapSuffix); err != nil {
 			return fmt.Errorf("replace segments of %s: %w: %w", l.dir, errCleaningAborted, err)
@@ -164,7 +167,7 @@ func (l *Log) recoverSwaps() error {
 		}
 	}
 	for _, s := range swaps {
-		for _, suffix := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
+		for _, suffix := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix, logSuffix} {
 			final := segmentPath(l.dir, s.base, suffix)
 			if err := ignoreNotExist(os.Rename(final+swapSuffix, final)); err != nil {
 				return fmt.Errorf("complete interrupted cleaning: %w", err)

@@ -1,0 +1,137 @@
+package broker
+
+// WriteTxnMarkers (key 27), versions 0-1.
+//
+// Behavior: what a transaction coordinator sends to the leaders of the partitions a
+// transaction wrote to, as Kafka's KafkaApis.handleWriteTxnMarkersRequest: for each marker, a
+// control batch (the producer id and epoch, COMMIT or ABORT and the coordinator epoch: Kafka's
+// EndTransactionMarker) is appended to each listed partition led here, __consumer_offsets
+// included, and the marker's partitions are answered once the ISR has them, as Produce with
+// acks=all (REQUEST_TIMED_OUT after Kafka's request.timeout.ms default, 30 s). Errors are per
+// partition: UNKNOWN_TOPIC_OR_PARTITION for a partition the metadata does not hold,
+// NOT_LEADER_OR_FOLLOWER when this broker does not lead it, INVALID_PRODUCER_EPOCH for a
+// producer epoch older than the partition's, TRANSACTION_COORDINATOR_FENCED for a coordinator
+// epoch older than the producer's last marker's, NOT_ENOUGH_REPLICAS below
+// min.insync.replicas, KAFKA_STORAGE_ERROR for a failed write. Followers replicate the markers
+// like any batch.
+//
+// Not built yet: the transaction coordinator that sends this request, and the group
+// coordinator's handling of transactional offset commits (the marker is appended to
+// __consumer_offsets, nothing more). v2 (TransactionVersion, KIP-890) is not served.
+
+import (
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	rlog "ringbroker/log"
+	"ringbroker/wire"
+)
+
+var writeTxnMarkersAPI = &api{key: kmsg.WriteTxnMarkers, minVersion: 0, maxVersion: 1, handle: handleWriteTxnMarkers}
+
+// txnMarkerTimeout is how long markers wait for the ISR: Kafka's request.timeout.ms default.
+const txnMarkerTimeout = 30 * time.Second
+
+func handleWriteTxnMarkers(b *Broker, rc *reqCtx, r kmsg.Request) {
+	req := r.(*kmsg.WriteTxnMarkersRequest)
+	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+	im := b.meta.Image()
+	tbl := b.parts.Load()
+	now := time.Now()
+	leased := b.leaseHeld(now)
+	var waits []produceWait
+	// places[i] locates waits[i]'s partition in the response: marker, topic, partition.
+	var places [][3]int
+	resp.Markers = make([]kmsg.WriteTxnMarkersResponseMarker, len(req.Markers))
+	for i := range req.Markers {
+		m := &req.Markers[i]
+		rm := &resp.Markers[i]
+		*rm = kmsg.NewWriteTxnMarkersResponseMarker()
+		rm.ProducerID = m.ProducerID
+		rm.Topics = make([]kmsg.WriteTxnMarkersResponseMarkerTopic, len(m.Topics))
+		for j := range m.Topics {
+			rt := &m.Topics[j]
+			st := &rm.Topics[j]
+			*st = kmsg.NewWriteTxnMarkersResponseMarkerTopic()
+			st.Topic = rt.Topic
+			st.Partitions = make([]kmsg.WriteTxnMarkersResponseMarkerTopicPartition, len(rt.Partitions))
+			topic := im.Topics[rt.Topic]
+			for k, index := range rt.Partitions {
+				sp := &st.Partitions[k]
+				*sp = kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+				sp.Partition = index
+				var p *partition
+				if topic != nil {
+					p = tbl.leaderID(topic.ID, index)
+				}
+				var code *kerr.Error
+				var upto int64
+				switch {
+				case topic == nil || index < 0 || int(index) >= len(topic.Partitions):
+					code = kerr.UnknownTopicOrPartition
+				case p == nil || !leased:
+					code = kerr.NotLeaderForPartition
+				default:
+					code, upto = b.appendTxnMarker(p, m, now)
+				}
+				if code != nil {
+					sp.ErrorCode = code.Code
+					continue
+				}
+				if p.log.GroupCommit() {
+					waits = append(waits, produceWait{p: p, upto: upto, fsync: true})
+					places = append(places, [3]int{i, j, k})
+				}
+				if p.highWatermark() < upto {
+					waits = append(waits, produceWait{p: p, upto: upto})
+					places = append(places, [3]int{i, j, k})
+				}
+			}
+		}
+	}
+	if len(waits) == 0 {
+		rc.respond(resp)
+		return
+	}
+	fail := func(i int, code *kerr.Error, _ string) {
+		at := places[i]
+		resp.Markers[at[0]].Topics[at[1]].Partitions[at[2]].ErrorCode = code.Code
+	}
+	b.respondWhenDone(waits, txnMarkerTimeout, fail, func() { rc.respond(resp) })
+}
+
+// appendTxnMarker appends marker m's control batch to p, which this broker leads, and returns
+// the offset after it (what the high watermark must reach), or the partition's error.
+func (b *Broker) appendTxnMarker(p *partition, m *kmsg.WriteTxnMarkersRequestMarker, now time.Time) (*kerr.Error, int64) {
+	if st := p.state(); len(st.isr) < st.minISR {
+		return kerr.NotEnoughReplicas, 0
+	}
+	typ := wire.ControlAbort
+	if m.Committed {
+		typ = wire.ControlCommit
+	}
+	ts := now.UnixMilli()
+	batch, err := b.codecs.AppendControlBatch(nil, wire.BatchHeader{FirstTimestamp: ts, MaxTimestamp: ts,
+		ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch}, typ, m.CoordinatorEpoch)
+	if err != nil {
+		b.logger.Error("encode transaction marker", "topic", p.topic, "partition", p.index, "producer_id", m.ProducerID, "err", err)
+		return kerr.UnknownServerError, 0
+	}
+	p.appendMu.Lock()
+	res, err := p.log.Append(batch)
+	p.appendMu.Unlock()
+	if err != nil {
+		code := appendErrorCode(err)
+		if code == kerr.KafkaStorageError && !errors.Is(err, rlog.ErrClosed) {
+			b.logger.Error("append transaction marker", "topic", p.topic, "partition", p.index, "producer_id", m.ProducerID, "err", err)
+		}
+		return code, 0
+	}
+	b.metrics.topicBytesIn(p.topic, len(batch))
+	p.afterLeaderAppend(b.cfg.NodeID)
+	p.wakeWaiters()
+	return nil, res.LastOffset + 1
+}
