@@ -109,7 +109,8 @@ func TestCoordinatorFailover(t *testing.T) {
 	bs, ctx, adm := replicatedCluster(t, "cf", 4, nil)
 	const group = "failover-group"
 	// coordinatorOf asks for the group's coordinator until it is one of nodes and, when want
-	// is not -1, node want: the node answering may not have applied the latest leader yet.
+	// is not -1, node want (the node answering may not have applied the latest leader yet),
+	// with another in-sync replica to move the leadership to.
 	coordinatorOf := func(nodes []*Broker, want int32) (*Broker, meta.Partition) {
 		t.Helper()
 		var out *Broker
@@ -136,6 +137,11 @@ func TestCoordinatorFailover(t *testing.T) {
 			pm = ot.Partitions[coord.PartitionFor(group, len(ot.Partitions))]
 			if len(pm.Replicas) != 3 {
 				return fmt.Errorf("%s partition %d has replicas %v; want 3", offsetsTopic, pm.Index, pm.Replicas)
+			}
+			// Followers of a new partition that fall behind for replica.lag.time.max.ms
+			// (a busy machine) leave the ISR until they catch up again.
+			if len(pm.ISR) < 2 {
+				return fmt.Errorf("%s partition %d has ISR %v; want a member besides the leader", offsetsTopic, pm.Index, pm.ISR)
 			}
 			return nil
 		})
