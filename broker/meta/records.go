@@ -24,6 +24,10 @@ const (
 	// in a controlled way, as KRaft's BrokerRegistrationChangeRecord with InControlledShutdown:
 	// it is no longer elected leader nor taken back into an ISR, until it registers again.
 	TypeControlledShutdown RecordType = "controlled_shutdown"
+	// TypeBrokerConfig sets (ConfigValue) or removes (nil) a dynamic broker config, as KRaft's
+	// ConfigRecord of resource type BROKER: ConfigResource names the broker by node id, or is
+	// empty for the cluster-wide default of every broker.
+	TypeBrokerConfig RecordType = "broker_config"
 )
 
 // Record is one change of cluster state. Exactly the fields of its Type are set.
@@ -52,9 +56,11 @@ type Record struct {
 	AddingReplicas   []int32 `json:"adding_replicas,omitempty"`
 	RemovingReplicas []int32 `json:"removing_replicas,omitempty"`
 
-	// Config: a topic config key set to Value, or removed when Value is nil.
+	// Config and BrokerConfig: a config key set to Value, or removed when Value is nil.
 	ConfigKey   string  `json:"config_key,omitempty"`
 	ConfigValue *string `json:"config_value,omitempty"`
+	// ConfigResource is a BrokerConfig's broker: a node id, or "" for the cluster default.
+	ConfigResource string `json:"config_resource,omitempty"`
 
 	// ProducerIDs: the next producer id block handed out ends before NextProducerID.
 	NextProducerID int64 `json:"next_producer_id,omitempty"`

@@ -14,6 +14,9 @@ type imageSnapshot struct {
 	Brokers        []Broker `json:"brokers"`
 	Topics         []*Topic `json:"topics"`
 	NextProducerID int64    `json:"next_producer_id"`
+	// BrokerConfigs is the image's dynamic broker configs; absent in snapshots written before
+	// they existed.
+	BrokerConfigs map[string]map[string]string `json:"broker_configs,omitempty"`
 }
 
 // Snapshot serialises the current image.
@@ -21,7 +24,7 @@ func (sm *stateMachine) Snapshot() ([]byte, error) {
 	s := (*RaftStore)(sm)
 	im := s.Image()
 	s.mu.Lock()
-	snap := imageSnapshot{Applied: s.applied, Offset: im.Offset, ClusterID: im.ClusterID, NextProducerID: im.NextProducerID}
+	snap := imageSnapshot{Applied: s.applied, Offset: im.Offset, ClusterID: im.ClusterID, NextProducerID: im.NextProducerID, BrokerConfigs: im.BrokerConfigs}
 	s.mu.Unlock()
 	for _, b := range im.Brokers {
 		snap.Brokers = append(snap.Brokers, b)
@@ -45,7 +48,7 @@ func (sm *stateMachine) Restore(data []byte) error {
 		return fmt.Errorf("decode metadata snapshot (%d bytes): %w", len(data), err)
 	}
 	im := EmptyImage(snap.ClusterID)
-	im.Offset, im.NextProducerID = snap.Offset, snap.NextProducerID
+	im.Offset, im.NextProducerID, im.BrokerConfigs = snap.Offset, snap.NextProducerID, snap.BrokerConfigs
 	for _, b := range snap.Brokers {
 		im.Brokers[b.NodeID] = b
 	}
