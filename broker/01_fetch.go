@@ -18,7 +18,9 @@ package broker
 // the follower has come (which moves the high watermark and may add it to the ISR), and, with
 // its last fetched epoch (v12+), is told of a divergence (DivergingEpoch) to truncate to. A
 // replica fetch from a broker that is not one of the partition's replicas is
-// NOT_LEADER_OR_FOLLOWER, as Kafka answers an unknown follower.
+// NOT_LEADER_OR_FOLLOWER, as Kafka answers an unknown follower. A follower fetch of a replica
+// listed in leader.replication.throttled.replicas is held to leader.replication.throttled.rate
+// while the follower is out of the ISR: over the rate, the partition returns no records.
 
 import (
 	"errors"
@@ -282,9 +284,17 @@ func (f *fetchOp) attemptLocked(final bool) bool {
 					continue
 				}
 			}
+			throttled := false
 			if f.replica >= 0 {
 				b.followerFetched(p, f.replica, rp.FetchOffset, now)
 				fp.HighWatermark, fp.LastStableOffset = p.highWatermark(), p.highWatermark()
+				// A throttled replica's bytes count against the leader's throttle; a follower
+				// out of the ISR gets none while the throttle is exceeded (quota.go).
+				throttled = b.quotas.leader.bounded() && p.throttledReplica(im, leaderThrottledReplicas, b.cfg.NodeID)
+				if throttled && !slices.Contains(p.state().isr, f.replica) && b.quotas.leader.exceeded(now) {
+					w.AddPartition(fp, noRecords)
+					continue
+				}
 			}
 			limit := int(rp.PartitionMaxBytes)
 			if room := maxBytes - total; room < limit {
@@ -308,6 +318,9 @@ func (f *fetchOp) attemptLocked(final bool) bool {
 			}
 			reads = append(reads, rr)
 			total += len(rr.Data)
+			if throttled {
+				b.quotas.leader.record(now, len(rr.Data))
+			}
 			b.metrics.topicBytesOut(p.topic, len(rr.Data))
 			w.AddPartition(fp, [][]byte{rr.Data})
 		}

@@ -44,6 +44,7 @@ func servedAPIs() []*api {
 		initProducerIDAPI,
 		offsetForLeaderEpochAPI,
 		describeConfigsAPI,
+		alterConfigsAPI,
 		describeLogDirsAPI,
 		createPartitionsAPI,
 		electLeadersAPI,

@@ -31,7 +31,7 @@ func TestDefaultConfig(t *testing.T) {
 		MinInsyncReplicas: 1, ReplicaLagTimeMax: 30 * time.Second, ReplicaFetchMaxBytes: 1 << 20, ReplicaFetchRespMax: 10 << 20,
 		ReplicaFetchWaitMax: 500 * time.Millisecond, ReplicaFetchMinBytes: 1, ReplicaFetchBackoff: time.Second, OffsetsTopicReplicas: 3, OffsetsCommitTimeout: 5 * time.Second,
 		AutoLeaderRebalance: true, LeaderImbalanceCheckInterval: 300 * time.Second, LeaderImbalancePerBrokerPct: 10,
-		LogCacheWindowBytes: 64 << 20,
+		LogCacheWindowBytes: 64 << 20, LeaderReplicationThrottledRate: 1<<63 - 1, FollowerReplicationThrottledRate: 1<<63 - 1,
 	}
 	got := DefaultConfig()
 	gv, wv := reflect.ValueOf(got), reflect.ValueOf(want)
