@@ -75,8 +75,8 @@ func handleDescribeConfigs(b *Broker, rc *reqCtx, r kmsg.Request) {
 				break
 			}
 			for _, d := range brokerConfigDefs {
-				if d.get != nil && want(d.name) {
-					rr.Configs = append(rr.Configs, b.describeBrokerEntry(im, d, true, req.IncludeSynonyms))
+				if d.get != nil && want(d.name) && (!d.dynamicOnly || len(b.brokerConfigLayers(im, d)) > 0) {
+					rr.Configs = append(rr.Configs, b.describeBrokerEntry(im, d, req.IncludeSynonyms))
 				}
 			}
 		default:
@@ -118,7 +118,7 @@ func (b *Broker) describeTopicEntry(im *meta.Image, t *meta.Topic, d topicConfig
 		layers = append(layers, configLayer{d.name, kmsg.StringPtr(v), sourceDynamicTopic})
 	}
 	if bd, ok := lookupBrokerConfig(d.brokerKey); ok && bd.get != nil {
-		layers = append(layers, b.brokerConfigLayers(im, bd, true)...)
+		layers = append(layers, b.brokerConfigLayers(im, bd)...)
 	} else if d.brokerKey != "" {
 		layers = append(layers, configLayer{d.brokerKey, kmsg.StringPtr(d.defaultValue(&b.cfg)), sourceDefault})
 	}
@@ -138,16 +138,15 @@ func (b *Broker) describeTopicEntry(im *meta.Image, t *meta.Topic, d topicConfig
 }
 
 // describeDefaultEntry is the DescribeConfigs entry of key in the cluster-wide default
-// resource: its dynamic default, with the layers below as synonyms when asked.
+// resource: its dynamic default, the only synonym Kafka lists there.
 func (b *Broker) describeDefaultEntry(im *meta.Image, key string, synonyms bool) kmsg.DescribeConfigsResponseResourceConfig {
-	d, ok := lookupBrokerConfig(key)
-	if ok && d.dynamic && !d.ignored && d.synonymOf == "" {
-		return b.describeBrokerEntry(im, d, false, synonyms)
-	}
 	c := kmsg.NewDescribeConfigsResponseResourceConfig()
 	c.Name = key
 	c.Value = kmsg.StringPtr(im.BrokerConfigs[""][key])
 	c.Source = kmsg.ConfigSourceDynamicDefaultBrokerConfig
+	if d, ok := lookupBrokerConfig(key); ok {
+		c.ConfigType = d.kind.configType()
+	}
 	if synonyms {
 		c.ConfigSynonyms = synonymsOf([]configLayer{{key, c.Value, c.Source}})
 	}

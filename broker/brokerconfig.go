@@ -197,6 +197,10 @@ type brokerConfigDef struct {
 	// dynamic keys may be changed while running, as dynamic broker configs (dynconf.go);
 	// they are the keys Kafka changes live that ringbroker also applies live.
 	dynamic bool
+	// dynamicOnly keys are Kafka's dynamic configs that are no KafkaConfig keys (the
+	// replication throttle rates of DynamicConfig.Broker): only kafka-configs sets them, and
+	// DescribeConfigs lists them only when set, without a default synonym.
+	dynamicOnly bool
 	// set checks a value and stores it; nil for synonyms, which Config.set resolves.
 	set func(c *Config, val string) error
 	// get renders the current value as set would take it; nil for synonyms and ignored keys.
@@ -371,6 +375,12 @@ func (d brokerConfigDef) ofKind(k configKind) brokerConfigDef {
 // live marks d a dynamic broker config.
 func (d brokerConfigDef) live() brokerConfigDef {
 	d.dynamic = true
+	return d
+}
+
+// onlyDynamic marks d a dynamic-only broker config.
+func (d brokerConfigDef) onlyDynamic() brokerConfigDef {
+	d.dynamic, d.dynamicOnly = true, true
 	return d
 }
 
@@ -550,9 +560,9 @@ var brokerConfigDefs = []brokerConfigDef{
 	intDef("leader.imbalance.per.broker.percentage", kindInt, "10", func(c *Config) *int32 { return &c.LeaderImbalancePerBrokerPct }, nil,
 		"accepted for server.properties written for Kafka 3.x, with no effect: Kafka's KRaft controller never read it and Kafka 4.1 does not define it. Every partition whose preferred replica can lead is moved back, whatever the imbalance"),
 	intDef("leader.replication.throttled.rate", kindLong, "9223372036854775807", func(c *Config) *int64 { return &c.LeaderReplicationThrottledRate }, atLeast(0),
-		"bytes per second a leader sends to followers out of the ISR of the partitions its topics list in leader.replication.throttled.replicas (set by kafka-reassign-partitions --throttle)").live(),
+		"bytes per second a leader sends to followers out of the ISR of the partitions its topics list in leader.replication.throttled.replicas (set by kafka-reassign-partitions --throttle)").onlyDynamic(),
 	intDef("follower.replication.throttled.rate", kindLong, "9223372036854775807", func(c *Config) *int64 { return &c.FollowerReplicationThrottledRate }, atLeast(0),
-		"bytes per second a follower out of the ISR fetches of the partitions its topics list in follower.replication.throttled.replicas (set by kafka-reassign-partitions --throttle)").live(),
+		"bytes per second a follower out of the ISR fetches of the partitions its topics list in follower.replication.throttled.replicas (set by kafka-reassign-partitions --throttle)").onlyDynamic(),
 	ignoredDef("replica.alter.log.dirs.io.max.bytes.per.second", kindLong).live(),
 	ignoredDef("transaction.state.log.replication.factor", kindShort),
 	ignoredDef("transaction.state.log.min.isr", kindInt),
@@ -595,6 +605,9 @@ func DefaultConfig() Config {
 // Set applies one key. Keys that ringbroker does not know are refused, so that a configuration
 // never silently means something else here.
 func (c *Config) Set(key, val string) error {
+	if d, _ := lookupBrokerConfig(key); d.dynamicOnly {
+		return fmt.Errorf("config %s: a dynamic broker config only, as in Kafka: set it with kafka-configs --entity-type brokers", key)
+	}
 	if err := c.set(key, val); err != nil {
 		return fmt.Errorf("config %s=%q: %w", key, val, err)
 	}

@@ -172,15 +172,18 @@ type configLayer struct {
 }
 
 // brokerConfigLayers lists where broker config d gets its value on this node, most important
-// first: the dynamic per-broker and default configs of im (the per-broker one only when
-// perBroker), server.properties, and the built-in default. The first one is in force.
-func (b *Broker) brokerConfigLayers(im *meta.Image, d brokerConfigDef, perBroker bool) []configLayer {
+// first: the dynamic per-broker and default configs of im, server.properties, and the
+// built-in default. The first one is in force.
+func (b *Broker) brokerConfigLayers(im *meta.Image, d brokerConfigDef) []configLayer {
 	var out []configLayer
-	if v, ok := im.BrokerConfigs[b.brokerResource()][d.name]; ok && perBroker && d.dynamic {
+	if v, ok := im.BrokerConfigs[b.brokerResource()][d.name]; ok && d.dynamic {
 		out = append(out, configLayer{d.name, kmsg.StringPtr(v), kmsg.ConfigSourceDynamicBrokerConfig})
 	}
 	if v, ok := im.BrokerConfigs[""][d.name]; ok && d.dynamic {
 		out = append(out, configLayer{d.name, kmsg.StringPtr(v), kmsg.ConfigSourceDynamicDefaultBrokerConfig})
+	}
+	if d.dynamicOnly {
+		return out
 	}
 	if b.cfg.isExplicit(d.name) && d.get != nil {
 		out = append(out, configLayer{d.name, nullIfEmpty(d.get(&b.cfg)), sourceStaticBroker})
@@ -204,8 +207,8 @@ func nullIfEmpty(s string) *string {
 
 // describeBrokerEntry is the DescribeConfigs entry of broker config d: the value in force and
 // its source, read-only unless dynamic, with the layers below as synonyms when asked.
-func (b *Broker) describeBrokerEntry(im *meta.Image, d brokerConfigDef, perBroker, synonyms bool) kmsg.DescribeConfigsResponseResourceConfig {
-	layers := b.brokerConfigLayers(im, d, perBroker)
+func (b *Broker) describeBrokerEntry(im *meta.Image, d brokerConfigDef, synonyms bool) kmsg.DescribeConfigsResponseResourceConfig {
+	layers := b.brokerConfigLayers(im, d)
 	c := kmsg.NewDescribeConfigsResponseResourceConfig()
 	c.Name = d.name
 	c.ReadOnly = !d.dynamic

@@ -1,8 +1,16 @@
 package broker
 
 import (
+	"context"
+	"crypto/rand"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/internal/testutil"
 )
 
 // TestRateQuotaWindows checks the bytes-per-window accounting against Kafka's Rate: the
@@ -84,4 +92,73 @@ func TestListsReplica(t *testing.T) {
 			t.Errorf("listsReplica(%q, %d, %d) = %v, want %v", tc.val, tc.p, tc.node, got, tc.want)
 		}
 	}
+}
+
+// TestReplicationThrottleSlowsCatchUp moves a partition holding 3 MiB from node 1 to nodes 1
+// and 2 with both replication throttles at 256 KiB/s, as kafka-reassign-partitions --throttle
+// sets them: the new replica catches up in about 12 s (3 MiB at the rate; the first
+// quotaWindows-1 windows' worth goes at once, then the rate holds), not in the fraction of a
+// second an unthrottled copy takes on loopback. The bounds are generous; the bytes each
+// throttle counted are checked too.
+func TestReplicationThrottleSlowsCatchUp(t *testing.T) {
+	const rate, size = 256 << 10, 3 << 20
+	bs := startInProcessCluster(t, 2)
+	cl := newClient(t, bs[0], kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(256<<10),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	create := kmsg.NewPtrCreateTopicsRequest()
+	ct := kmsg.NewCreateTopicsRequestTopic()
+	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "thr", -1, -1
+	ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+	ra.Partition, ra.Replicas = 0, []int32{1}
+	ct.ReplicaAssignment = append(ct.ReplicaAssignment, ra)
+	for k, v := range map[string]string{leaderThrottledReplicas: "0:1", followerThrottledReplicas: "0:2"} {
+		c := kmsg.NewCreateTopicsRequestTopicConfig()
+		c.Name, c.Value = k, kmsg.StringPtr(v)
+		ct.Configs = append(ct.Configs, c)
+	}
+	create.Topics = append(create.Topics, ct)
+	if resp, err := create.RequestWith(ctx, cl); err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create topic: %v %+v", err, resp)
+	}
+	value := make([]byte, 64<<10)
+	for i := 0; i < size/len(value); i++ {
+		rand.Read(value)
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "thr", Value: value}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := strconv.Itoa(rate)
+	if err := alterBroker(t, cl, "", "leader.replication.throttled.rate", r, "follower.replication.throttled.rate", r); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("both nodes throttled", func() bool {
+		return bs[0].quotas.leader.bounded() && bs[1].quotas.follower.bounded()
+	}))
+	move := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+	mt := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+	mt.Topic = "thr"
+	mp := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
+	mp.Partition, mp.Replicas = 0, []int32{1, 2}
+	mt.Partitions = append(mt.Partitions, mp)
+	move.Topics = append(move.Topics, mt)
+	start := time.Now()
+	if resp, err := move.RequestWith(ctx, cl); err != nil || resp.ErrorCode != 0 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("reassign: %v %+v", err, resp)
+	}
+	testutil.WaitFor(t, 80*time.Second, testutil.Holds("node 2 in the ISR", func() bool {
+		p := bs[0].meta.Image().Topics["thr"].Partitions[0]
+		return p.InISR(2) && !p.Reassigning()
+	}))
+	took := time.Since(start)
+	if took < 5*time.Second || took > 60*time.Second {
+		t.Fatalf("a throttled replica caught up with %d bytes in %v at %d B/s; want about %v", size, took, rate, time.Duration(size/rate)*time.Second)
+	}
+	// The first burst has left the windows by now; the last seconds' bytes are still there.
+	now := time.Now()
+	if lr, fr := bs[0].quotas.leader.rate(now), bs[1].quotas.follower.rate(now); lr <= 0 || fr <= 0 || lr > rate || fr > rate {
+		t.Fatalf("measured rates after the catch-up: leader %.0f B/s, follower %.0f B/s; want the throttled bytes counted, within the bound", lr, fr)
+	}
+	t.Logf("caught up in %v", took.Round(100*time.Millisecond))
 }
