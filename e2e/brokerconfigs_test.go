@@ -68,26 +68,35 @@ func TestBrokerConfigsCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer cl.Close()
-		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-		res := kmsg.NewIncrementalAlterConfigsRequestResource()
-		res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeBroker, "1"
-		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-		c.Name, c.Value = "node.id", kmsg.StringPtr("2")
-		res.Configs = append(res.Configs, c)
-		req.Resources = append(req.Resources, res)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		resp, err := req.RequestWith(ctx, cl)
-		if err != nil {
-			t.Fatal(err)
+		alter := func(op kmsg.IncrementalAlterConfigOp, name, value string) (int16, string) {
+			t.Helper()
+			req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+			res := kmsg.NewIncrementalAlterConfigsRequestResource()
+			res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeBroker, "1"
+			c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+			c.Op, c.Name, c.Value = op, name, kmsg.StringPtr(value)
+			res.Configs = append(res.Configs, c)
+			req.Resources = append(req.Resources, res)
+			resp, err := req.RequestWith(ctx, cl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := resp.Resources[0]
+			if r.ErrorMessage != nil {
+				return r.ErrorCode, *r.ErrorMessage
+			}
+			return r.ErrorCode, ""
 		}
-		r := resp.Resources[0]
-		msg := ""
-		if r.ErrorMessage != nil {
-			msg = *r.ErrorMessage
+		if code, msg := alter(kmsg.IncrementalAlterConfigOpSet, "node.id", "2"); code != kerr.InvalidRequest.Code || !strings.Contains(msg, "Cannot update these configs dynamically: Set(node.id)") {
+			t.Fatalf("set node.id dynamically: error %v %q; want INVALID_REQUEST, Cannot update these configs dynamically", kerr.ErrorForCode(code), msg)
 		}
-		if r.ErrorCode != kerr.InvalidRequest.Code || !strings.Contains(msg, "Cannot update these configs dynamically: Set(node.id)") {
-			t.Fatalf("set node.id dynamically: error %v %q; want INVALID_REQUEST, Cannot update these configs dynamically", kerr.ErrorForCode(r.ErrorCode), msg)
+		// A key Kafka does not know is stored, without effect, and can be deleted again.
+		for _, op := range []kmsg.IncrementalAlterConfigOp{kmsg.IncrementalAlterConfigOpSet, kmsg.IncrementalAlterConfigOpDelete} {
+			if code, msg := alter(op, "no.such.key", "1"); code != 0 {
+				t.Fatalf("%v of an unknown key: error %v %q; want none", op, kerr.ErrorForCode(code), msg)
+			}
 		}
 
 		expect(configs("--entity-type", "brokers", "--entity-name", "1", "--alter", "--delete-config", "log.retention.bytes,leader.replication.throttled.rate"),
