@@ -172,15 +172,28 @@ type configLayer struct {
 }
 
 // brokerConfigLayers lists where broker config d gets its value on this node, most important
-// first: the dynamic per-broker and default configs of im, server.properties, and the
-// built-in default. The first one is in force.
+// first: the dynamic per-broker and default configs of im, each by d's name and then by its
+// synonyms (log.retention.ms, then log.retention.minutes and log.retention.hours), as Kafka
+// lists them; server.properties; and the built-in default. The first one is in force.
 func (b *Broker) brokerConfigLayers(im *meta.Image, d brokerConfigDef) []configLayer {
 	var out []configLayer
-	if v, ok := im.BrokerConfigs[b.brokerResource()][d.name]; ok && d.dynamic {
-		out = append(out, configLayer{d.name, kmsg.StringPtr(v), kmsg.ConfigSourceDynamicBrokerConfig})
-	}
-	if v, ok := im.BrokerConfigs[""][d.name]; ok && d.dynamic {
-		out = append(out, configLayer{d.name, kmsg.StringPtr(v), kmsg.ConfigSourceDynamicDefaultBrokerConfig})
+	if d.dynamic {
+		names := []string{d.name}
+		for _, s := range brokerConfigDefs {
+			if s.synonymOf == d.name && s.dynamic {
+				names = append(names, s.name)
+			}
+		}
+		for _, res := range []struct {
+			name   string
+			source kmsg.ConfigSource
+		}{{b.brokerResource(), kmsg.ConfigSourceDynamicBrokerConfig}, {"", kmsg.ConfigSourceDynamicDefaultBrokerConfig}} {
+			for _, n := range names {
+				if v, ok := im.BrokerConfigs[res.name][n]; ok {
+					out = append(out, configLayer{n, kmsg.StringPtr(v), res.source})
+				}
+			}
+		}
 	}
 	if d.dynamicOnly {
 		return out
@@ -217,9 +230,10 @@ func (b *Broker) describeBrokerEntry(im *meta.Image, d brokerConfigDef, synonyms
 	if len(layers) > 0 {
 		c.Value, c.Source = layers[0].value, layers[0].source
 	}
-	if (c.Source == sourceStaticBroker || c.Source == sourceDefault) && d.get != nil {
-		// What the node runs with, which for some keys is computed at start (offsets RF).
-		c.Value = nullIfEmpty(d.get(&b.cfg))
+	if d.get != nil && (len(layers) == 0 || layers[0].name != d.name || layers[0].source == sourceStaticBroker || layers[0].source == sourceDefault) {
+		// The value in force, in d's own unit: set by a synonym (log.retention.hours), or
+		// computed at start for some keys (offsets RF).
+		c.Value = nullIfEmpty(d.get(b.live()))
 	}
 	if synonyms {
 		c.ConfigSynonyms = synonymsOf(layers)

@@ -78,7 +78,8 @@ func synonymSources(c kmsg.DescribeConfigsResponseResourceConfig) string {
 // TestDynamicBrokerConfigs alters broker configs per broker and cluster-wide, checks that they
 // are described with their sources, take effect live (topic log defaults, message.max.bytes),
 // that read-only and bad values are refused as Kafka refuses them, that AlterConfigs replaces
-// the whole set, and that all of it survives a restart.
+// the whole set, that all of it survives a restart, and that a synonym set dynamically
+// (log.retention.hours) is in force and described as Kafka lists it.
 func TestDynamicBrokerConfigs(t *testing.T) {
 	for _, io := range backends {
 		t.Run(io, func(t *testing.T) {
@@ -178,6 +179,17 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 			}
 			if !b.quotas.leader.bounded() || b.quotas.follower.bounded() {
 				t.Errorf("after AlterConfigs: leader throttle bounded %v, follower %v; want true, false", b.quotas.leader.bounded(), b.quotas.follower.bounded())
+			}
+			// A synonym set dynamically is the value in force in the key's own unit, and listed.
+			if err := alterBroker(t, cl, "1", "log.retention.hours", "3"); err != nil {
+				t.Fatal(err)
+			}
+			if c := describeBroker(t, cl, "1")["log.retention.ms"]; deref(c.Value) != "10800000" || c.Source != kmsg.ConfigSourceDynamicBrokerConfig ||
+				!strings.HasPrefix(synonymSources(c), "DYNAMIC_BROKER_CONFIG:log.retention.hours=3, DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=7200000,") {
+				t.Errorf("log.retention.hours=3: log.retention.ms described as %s (%v), synonyms %s", deref(c.Value), c.Source, synonymSources(c))
+			}
+			if lc := b.parts.Load().byName["dyn"][0].log.Config(); lc.RetentionMs != 3*3600*1000 {
+				t.Errorf("log.retention.hours=3: open log retention.ms %d", lc.RetentionMs)
 			}
 			if err := alterBroker(t, cl, "1", "leader.replication.throttled.rate", "", "message.max.bytes", ""); err != nil {
 				t.Fatalf("delete: %v", err)
