@@ -18,7 +18,7 @@ import (
 // broker (resource name "1") or as the cluster-wide default (resource name ""). Every node
 // applies them on the image that holds them, over server.properties, in Kafka's order of
 // precedence: per-broker, then default, then static, then the built-in default. Only keys
-// marked live in brokerConfigDefs take effect; Kafka's other dynamic keys that ringbroker has
+// marked dynamic in brokerConfigDefs (live, onlyDynamic) may be set and take effect; Kafka's other dynamic keys that ringbroker has
 // (notLive) are refused, read-only ones are refused as Kafka refuses them, and keys ringbroker
 // does not know are stored as Kafka stores them, without effect.
 
@@ -51,12 +51,12 @@ func (b *Broker) brokerResource() string { return strconv.Itoa(int(b.cfg.NodeID)
 
 // applyDynamicConfig builds the configuration in force from im when its dynamic broker configs
 // changed, and then gives every open log its topic's configuration again and the replication
-// quotas their rates. It reports whether anything changed.
-func (b *Broker) applyDynamicConfig(im *meta.Image) bool {
+// quotas their rates.
+func (b *Broker) applyDynamicConfig(im *meta.Image) {
 	b.dynMu.Lock()
 	defer b.dynMu.Unlock()
 	if cur := b.dyn.Load(); cur != nil && maps.EqualFunc(cur.from, im.BrokerConfigs, maps.Equal) {
-		return false
+		return
 	}
 	next := &dynamicConfig{cfg: b.cfg, from: im.BrokerConfigs}
 	for _, res := range []string{"", b.brokerResource()} {
@@ -83,7 +83,6 @@ func (b *Broker) applyDynamicConfig(im *meta.Image) bool {
 	for _, name := range im.SortedTopicNames() {
 		b.applyTopicLogConfig(name)
 	}
-	return true
 }
 
 // alterBrokerConfigs applies one broker resource's operations (IncrementalAlterConfigs, or
