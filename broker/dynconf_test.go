@@ -154,6 +154,13 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 				}
 			}
 
+			// validate_only checks without committing.
+			vr, err := adm.ValidateAlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "log.retention.ms", Value: kmsg.StringPtr("1")}}, 1)
+			if err != nil || vr[0].Err != nil {
+				t.Fatalf("validate only: %v %v", err, vr)
+			}
+			check("after a validate-only alter")
+
 			// A restart replays the records.
 			b.Shutdown(context.Background())
 			b = startBroker(t, io, dir, "log.retention.bytes=5000000")
