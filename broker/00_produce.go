@@ -283,7 +283,7 @@ type produceLimits struct {
 
 // produceLimitsOf reads topic's Produce limits from its overrides and the broker defaults.
 func (b *Broker) produceLimitsOf(topic *meta.Topic) produceLimits {
-	l := produceLimits{maxBytes: int(b.cfg.MessageMaxBytes)}
+	l := produceLimits{maxBytes: int(b.live().MessageMaxBytes)}
 	if v, ok := topic.Configs["max.message.bytes"]; ok {
 		if n, err := strconv.Atoi(v); err == nil {
 			l.maxBytes = n
@@ -291,7 +291,7 @@ func (b *Broker) produceLimitsOf(topic *meta.Topic) produceLimits {
 	}
 	l.logAppendTime = topic.Configs["message.timestamp.type"] == "LogAppendTime"
 	limit := func(name string) int64 {
-		v, _ := b.cfg.effectiveTopicConfig(topic.Configs, name)
+		v, _ := b.live().effectiveTopicConfig(topic.Configs, name)
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
 			return 1<<63 - 1
@@ -299,7 +299,7 @@ func (b *Broker) produceLimitsOf(topic *meta.Topic) produceLimits {
 		return n
 	}
 	l.beforeMs, l.afterMs = limit("message.timestamp.before.max.ms"), limit("message.timestamp.after.max.ms")
-	policy, _ := b.cfg.effectiveTopicConfig(topic.Configs, "cleanup.policy")
+	policy, _ := b.live().effectiveTopicConfig(topic.Configs, "cleanup.policy")
 	l.compacted = hasListItem(policy, "compact")
 	return l
 }

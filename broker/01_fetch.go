@@ -28,7 +28,9 @@ package broker
 // the follower has come (which moves the high watermark and may add it to the ISR), and, with
 // its last fetched epoch (v12+), is told of a divergence (DivergingEpoch) to truncate to. A
 // replica fetch from a broker that is not one of the partition's replicas is
-// NOT_LEADER_OR_FOLLOWER, as Kafka answers an unknown follower.
+// NOT_LEADER_OR_FOLLOWER, as Kafka answers an unknown follower. A follower fetch of a replica
+// listed in leader.replication.throttled.replicas is held to leader.replication.throttled.rate
+// while the follower is out of the ISR: over the rate, the partition returns no records.
 
 import (
 	"errors"
@@ -514,10 +516,17 @@ func (a *fetchAttempt) read(topic *meta.Topic, index int32, pf partitionFetch) (
 			return fp, nil
 		}
 	}
+	throttled := false
 	if f.replica >= 0 {
 		b.followerFetched(p, f.replica, f.replicaEpoch(), pf.fetchOffset, a.now)
 		fp.HighWatermark = p.highWatermark()
 		fp.LastStableOffset = p.log.LastStableOffset(fp.HighWatermark)
+		// A throttled replica's bytes count against the leader's throttle; a follower out of
+		// the ISR gets none while the throttle is exceeded (quota.go).
+		throttled = b.quotas.leader.bounded() && p.throttledReplica(a.im, leaderThrottledReplicas, b.cfg.NodeID)
+		if throttled && !slices.Contains(p.state().isr, f.replica) && b.quotas.leader.exceeded(a.now) {
+			return fp, nil
+		}
 	} else {
 		p.log.NoteReader(pf.fetchOffset, a.now)
 	}
@@ -544,6 +553,9 @@ func (a *fetchAttempt) read(topic *meta.Topic, index int32, pf partitionFetch) (
 	}
 	a.reads = append(a.reads, rr)
 	a.total += len(rr.Data)
+	if throttled {
+		b.quotas.leader.record(a.now, len(rr.Data))
+	}
 	b.metrics.topicBytesOut(p.topic, len(rr.Data))
 	return fp, rr.Data
 }

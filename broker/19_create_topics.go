@@ -67,11 +67,9 @@ func handleCreateTopics(b *Broker, rc *reqCtx, r kmsg.Request) {
 		rt.NumPartitions = int32(len(t.Partitions))
 		rt.ReplicationFactor = int16(len(t.Partitions[0].Replicas))
 		for _, d := range topicConfigDefs {
-			v, override := b.cfg.effectiveTopicConfig(t.Configs, d.name)
+			e := b.describeTopicEntry(b.meta.Image(), t, d, false)
 			c := kmsg.NewCreateTopicsResponseTopicConfig()
-			c.Name = d.name
-			c.Value = kmsg.StringPtr(v)
-			c.Source = int8(configSource(override))
+			c.Name, c.Value, c.Source = e.Name, e.Value, int8(e.Source)
 			rt.Configs = append(rt.Configs, c)
 		}
 		resp.Topics = append(resp.Topics, rt)

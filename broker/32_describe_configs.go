@@ -3,19 +3,26 @@ package broker
 // DescribeConfigs (key 32), versions 1-4.
 //
 // Behavior: topic resources list every topic config Kafka describes (topicConfigDefs), with the
-// topic's override (DYNAMIC_TOPIC_CONFIG) or the broker default (DEFAULT_CONFIG), and synonyms
-// when asked. Broker resources (by node id) list the broker configs this node runs with
-// (brokerConfigDefs, but synonyms and ignored keys), read-only: STATIC_BROKER_CONFIG for keys
-// set in server.properties or by an override, DEFAULT_CONFIG for the rest. Dynamic broker
-// configs and broker loggers are not supported and say so.
+// topic's override (DYNAMIC_TOPIC_CONFIG) or the broker default in force, whose source is that
+// of the broker key: DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG
+// or DEFAULT_CONFIG; synonyms, when asked, list every layer in that order. Broker resources by
+// this node's id list the broker configs this node runs with (brokerConfigDefs, but synonyms
+// and ignored keys), read-only unless dynamic, each with its source and, when asked, synonyms
+// (dynconf.go); another node's id is INVALID_REQUEST, as Kafka. The empty broker name (the
+// cluster-wide default) lists the dynamic default broker configs only. Broker loggers are not
+// supported and say so.
 //
 // Version notes: v3 adds config types (documentation is not sent); v4 is flexible.
 
 import (
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/broker/meta"
 )
 
 // Kafka's config sources (DescribeConfigsResponse.ConfigSource).
@@ -50,35 +57,26 @@ func handleDescribeConfigs(b *Broker, rc *reqCtx, r kmsg.Request) {
 				if !want(d.name) {
 					continue
 				}
-				v, override := b.cfg.effectiveTopicConfig(t.Configs, d.name)
-				c := kmsg.NewDescribeConfigsResponseResourceConfig()
-				c.Name = d.name
-				c.Value = kmsg.StringPtr(v)
-				c.Source = configSource(override)
-				c.ConfigType = d.kind.configType()
-				if req.IncludeSynonyms {
-					if override {
-						s := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
-						s.Name, s.Value, s.Source = d.name, kmsg.StringPtr(v), sourceDynamicTopic
-						c.ConfigSynonyms = append(c.ConfigSynonyms, s)
-					}
-					if d.brokerKey != "" {
-						s := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
-						s.Name, s.Value, s.Source = d.brokerKey, kmsg.StringPtr(d.defaultValue(&b.cfg)), sourceDefault
-						c.ConfigSynonyms = append(c.ConfigSynonyms, s)
-					}
-				}
-				rr.Configs = append(rr.Configs, c)
+				rr.Configs = append(rr.Configs, b.describeTopicEntry(im, t, d, req.IncludeSynonyms))
 			}
 		case kmsg.ConfigResourceTypeBroker:
-			if res.ResourceName != "" && res.ResourceName != strconv.Itoa(int(b.cfg.NodeID)) {
-				rr.ErrorCode = kerr.InvalidRequest.Code
-				rr.ErrorMessage = kmsg.StringPtr("Unexpected broker id, expected " + strconv.Itoa(int(b.cfg.NodeID)) + " or empty string, but received " + res.ResourceName)
+			if res.ResourceName == "" {
+				// The cluster-wide default resource lists only the dynamic defaults, as Kafka.
+				for _, k := range slices.Sorted(maps.Keys(im.BrokerConfigs[""])) {
+					if want(k) {
+						rr.Configs = append(rr.Configs, b.describeDefaultEntry(im, k, req.IncludeSynonyms))
+					}
+				}
 				break
 			}
-			for _, c := range b.brokerConfigEntries() {
-				if want(c.Name) {
-					rr.Configs = append(rr.Configs, c)
+			if res.ResourceName != b.brokerResource() {
+				rr.ErrorCode = kerr.InvalidRequest.Code
+				rr.ErrorMessage = kmsg.StringPtr("Unexpected broker id, expected " + b.brokerResource() + " or empty string, but received " + res.ResourceName)
+				break
+			}
+			for _, d := range brokerConfigDefs {
+				if d.get != nil && want(d.name) && (!d.dynamicOnly || len(b.brokerConfigLayers(im, d)) > 0) {
+					rr.Configs = append(rr.Configs, b.describeBrokerEntry(im, d, req.IncludeSynonyms))
 				}
 			}
 		default:
@@ -88,14 +86,6 @@ func handleDescribeConfigs(b *Broker, rc *reqCtx, r kmsg.Request) {
 		resp.Resources = append(resp.Resources, rr)
 	}
 	rc.respond(resp)
-}
-
-// configSource is the source of a topic config: a topic override or the default.
-func configSource(override bool) kmsg.ConfigSource {
-	if override {
-		return sourceDynamicTopic
-	}
-	return sourceDefault
 }
 
 // configType maps our kinds to Kafka's DescribeConfigs config types.
@@ -119,26 +109,46 @@ func (k configKind) configType() kmsg.ConfigType {
 	return kmsg.ConfigTypeUnknown
 }
 
-// brokerConfigEntries lists the broker configs DescribeConfigs shows for this node: every key
-// of brokerConfigDefs but synonyms and ignored ones, with its current value (null when unset).
-func (b *Broker) brokerConfigEntries() []kmsg.DescribeConfigsResponseResourceConfig {
-	var out []kmsg.DescribeConfigsResponseResourceConfig
-	for _, d := range brokerConfigDefs {
-		if d.get == nil {
-			continue
-		}
-		rc := kmsg.NewDescribeConfigsResponseResourceConfig()
-		rc.Name = d.name
-		if v := d.get(&b.cfg); v != "" {
-			rc.Value = kmsg.StringPtr(v)
-		}
-		rc.ReadOnly = true
-		rc.Source = sourceDefault
-		if b.cfg.isExplicit(d.name) {
-			rc.Source = sourceStaticBroker
-		}
-		rc.ConfigType = d.kind.configType()
-		out = append(out, rc)
+// describeTopicEntry is the DescribeConfigs entry of topic config d of t: the topic's
+// override or the broker default in force, with its source, and as synonyms the override and
+// the layers of the broker key that sets the default.
+func (b *Broker) describeTopicEntry(im *meta.Image, t *meta.Topic, d topicConfigDef, synonyms bool) kmsg.DescribeConfigsResponseResourceConfig {
+	var layers []configLayer
+	if v, ok := t.Configs[d.name]; ok {
+		layers = append(layers, configLayer{d.name, kmsg.StringPtr(v), sourceDynamicTopic})
 	}
-	return out
+	if bd, ok := lookupBrokerConfig(d.brokerKey); ok && bd.get != nil {
+		layers = append(layers, b.brokerConfigLayers(im, bd)...)
+	} else if d.brokerKey != "" {
+		layers = append(layers, configLayer{d.brokerKey, kmsg.StringPtr(d.defaultValue(&b.cfg)), sourceDefault})
+	}
+	v, _ := b.live().effectiveTopicConfig(t.Configs, d.name)
+	c := kmsg.NewDescribeConfigsResponseResourceConfig()
+	c.Name = d.name
+	c.Value = kmsg.StringPtr(v)
+	c.Source = sourceDefault
+	if len(layers) > 0 {
+		c.Source = layers[0].source // as Kafka: the source of the first synonym
+	}
+	c.ConfigType = d.kind.configType()
+	if synonyms {
+		c.ConfigSynonyms = synonymsOf(layers)
+	}
+	return c
+}
+
+// describeDefaultEntry is the DescribeConfigs entry of key in the cluster-wide default
+// resource: its dynamic default, the only synonym Kafka lists there.
+func (b *Broker) describeDefaultEntry(im *meta.Image, key string, synonyms bool) kmsg.DescribeConfigsResponseResourceConfig {
+	c := kmsg.NewDescribeConfigsResponseResourceConfig()
+	c.Name = key
+	c.Value = kmsg.StringPtr(im.BrokerConfigs[""][key])
+	c.Source = kmsg.ConfigSourceDynamicDefaultBrokerConfig
+	if d, ok := lookupBrokerConfig(key); ok {
+		c.ConfigType = d.kind.configType()
+	}
+	if synonyms {
+		c.ConfigSynonyms = synonymsOf([]configLayer{{key, c.Value, c.Source}})
+	}
+	return c
 }

@@ -6,14 +6,15 @@ package broker
 // cleanup.policy), validated like CreateTopics, committed as Config records in the metadata log.
 // validate_only checks without committing. Once committed, the new configuration is applied to
 // the topic's open logs (retention, segment, flush and group-commit settings take effect live).
-// Dynamic broker configs are not supported yet: setting one is refused with INVALID_REQUEST;
-// deleting one succeeds and changes nothing, as none is ever set (kafka-reassign-partitions
-// clears the replication throttles this way after every reassignment).
+// Broker resources (a node id, or "" for the cluster-wide default) alter the dynamic broker
+// configs (dynconf.go): committed as BrokerConfig records, applied live by every node; read-only
+// keys are INVALID_REQUEST ("Cannot update these configs dynamically"), as Kafka answers.
+// Broker loggers are refused with INVALID_REQUEST.
 //
 // Version notes: v1 is flexible.
 
 import (
-	"strconv"
+	"maps"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -35,30 +36,39 @@ const (
 func handleIncrementalAlterConfigs(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.IncrementalAlterConfigsRequest)
 	resp := kmsg.NewPtrIncrementalAlterConfigsResponse()
-	b.controllerMu.Lock()
-	for _, res := range req.Resources {
-		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
-		rr.ResourceType = res.ResourceType
-		rr.ResourceName = res.ResourceName
-		code, msg := b.alterTopicConfigs(res, req.ValidateOnly)
-		if code != nil {
-			rr.ErrorCode = code.Code
-			rr.ErrorMessage = kmsg.StringPtr(msg)
-		}
-		resp.Resources = append(resp.Resources, rr)
-	}
-	b.controllerMu.Unlock()
+	resp.Resources = b.alterAll(len(req.Resources), func(i int) kmsg.IncrementalAlterConfigsRequestResource { return req.Resources[i] }, req.ValidateOnly)
 	rc.respond(resp)
 }
 
-// alterTopicConfigs applies one resource's operations; the caller holds controllerMu.
-func (b *Broker) alterTopicConfigs(res kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool) (*kerr.Error, string) {
+// alterAll applies n resources, the ith given by resource, one after the other under
+// controllerMu (so that each is built from and checked against the image the previous one
+// left), and answers each.
+func (b *Broker) alterAll(n int, resource func(i int) kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool) []kmsg.IncrementalAlterConfigsResponseResource {
+	out := make([]kmsg.IncrementalAlterConfigsResponseResource, 0, n)
+	b.controllerMu.Lock()
+	defer b.controllerMu.Unlock()
+	for i := range n {
+		res := resource(i)
+		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+		rr.ResourceType = res.ResourceType
+		rr.ResourceName = res.ResourceName
+		if code, msg := b.alterConfigs(res, validateOnly); code != nil {
+			rr.ErrorCode = code.Code
+			rr.ErrorMessage = kmsg.StringPtr(msg)
+		}
+		out = append(out, rr)
+	}
+	return out
+}
+
+// alterConfigs applies one resource's operations; the caller holds controllerMu.
+func (b *Broker) alterConfigs(res kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool) (*kerr.Error, string) {
 	switch kmsg.ConfigResourceType(res.ResourceType) {
 	case kmsg.ConfigResourceTypeTopic:
 	case kmsg.ConfigResourceTypeBroker:
-		return deleteBrokerConfigs(res)
+		return b.alterBrokerConfigs(res, validateOnly)
 	case kmsg.ConfigResourceTypeBrokerLogger:
-		return kerr.InvalidRequest, "dynamic broker configs are not supported by ringbroker yet; set them in server.properties or with --override"
+		return kerr.InvalidRequest, "ringbroker has no broker loggers to configure"
 	default:
 		return kerr.InvalidRequest, "unsupported resource type"
 	}
@@ -67,46 +77,20 @@ func (b *Broker) alterTopicConfigs(res kmsg.IncrementalAlterConfigsRequestResour
 	if t == nil {
 		return kerr.UnknownTopicOrPartition, "Topic " + res.ResourceName + " does not exist"
 	}
-	next := map[string]string{}
-	for k, v := range t.Configs {
-		next[k] = v
-	}
-	seen := map[string]bool{}
 	for _, c := range res.Configs {
-		if seen[c.Name] {
-			return kerr.InvalidRequest, "Error due to duplicate config keys: " + c.Name
-		}
-		seen[c.Name] = true
-		d, ok := lookupTopicConfig(c.Name)
-		if !ok {
+		if _, ok := lookupTopicConfig(c.Name); !ok {
 			return kerr.InvalidConfig, "Unknown topic config name: " + c.Name
 		}
-		switch c.Op {
-		case opSet:
-			if c.Value == nil {
-				return kerr.InvalidRequest, "Null value not supported for: " + c.Name
-			}
-			next[c.Name] = *c.Value
-		case opDelete:
-			delete(next, c.Name)
-		case opAppend, opSubtract:
-			if d.kind != kindList {
-				return kerr.InvalidConfig, "Config value append/subtract is not allowed for config key " + c.Name + " which is not a list"
-			}
-			cur, _ := b.cfg.effectiveTopicConfig(next, c.Name)
-			items := splitList(cur)
-			for _, v := range splitList(deref(c.Value)) {
-				if c.Op == opAppend && !contains(items, v) {
-					items = append(items, v)
-				}
-				if c.Op == opSubtract {
-					items = remove(items, v)
-				}
-			}
-			next[c.Name] = strings.Join(items, ",")
-		default:
-			return kerr.InvalidRequest, "Unknown config operation"
-		}
+	}
+	next, code, msg := applyConfigOps(t.Configs, res.Configs, func(next map[string]string, name string) (string, bool) {
+		d, _ := lookupTopicConfig(name)
+		cur, _ := b.live().effectiveTopicConfig(next, name)
+		return cur, d.kind == kindList
+	})
+	if code != nil {
+		return code, msg
+	}
+	for _, c := range res.Configs {
 		if v, ok := next[c.Name]; ok {
 			if err := b.validateTopicConfigValue(c.Name, v); err != nil {
 				return kerr.InvalidConfig, err.Error()
@@ -138,28 +122,55 @@ func (b *Broker) alterTopicConfigs(res kmsg.IncrementalAlterConfigsRequestResour
 	return nil, ""
 }
 
-// replicationThrottleKeys are Kafka's dynamic broker configs of replication quotas, which
-// ringbroker does not have (see deleteBrokerConfigs).
-var replicationThrottleKeys = []string{"leader.replication.throttled.rate", "follower.replication.throttled.rate",
-	"replica.alter.log.dirs.io.max.bytes.per.second"}
+// applyConfigOps applies IncrementalAlterConfigs operations to a copy of cur and returns it,
+// or the error code and message of the first operation Kafka refuses. listValue gives a key's
+// value before an APPEND or SUBTRACT (its default when unset in next), and whether the key is
+// a list config, the only kind those operations take.
+func applyConfigOps(cur map[string]string, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig,
+	listValue func(next map[string]string, name string) (string, bool)) (map[string]string, *kerr.Error, string) {
+	next := maps.Clone(cur)
+	if next == nil {
+		next = map[string]string{}
+	}
+	seen := map[string]bool{}
+	for _, c := range ops {
+		if seen[c.Name] {
+			return nil, kerr.InvalidRequest, "Error due to duplicate config keys: " + c.Name
+		}
+		seen[c.Name] = true
+		switch c.Op {
+		case opSet:
+			if c.Value == nil {
+				return nil, kerr.InvalidRequest, "Null value not supported for: " + c.Name
+			}
+			next[c.Name] = *c.Value
+		case opDelete:
+			delete(next, c.Name)
+		case opAppend, opSubtract:
+			v, isList := listValue(next, c.Name)
+			if !isList {
+				return nil, kerr.InvalidConfig, "Config value append/subtract is not allowed for config key " + c.Name + " which is not a list"
+			}
+			next[c.Name] = strings.Join(applyListOp(splitList(v), c.Op, deref(c.Value)), ",")
+		default:
+			return nil, kerr.InvalidRequest, "Unknown config operation"
+		}
+	}
+	return next, nil, ""
+}
 
-// deleteBrokerConfigs answers a broker resource's operations. With no dynamic broker config
-// ever set, deleting a known key is done already; any other operation is refused.
-func deleteBrokerConfigs(res kmsg.IncrementalAlterConfigsRequestResource) (*kerr.Error, string) {
-	if res.ResourceName != "" {
-		if _, err := strconv.ParseInt(res.ResourceName, 10, 32); err != nil {
-			return kerr.InvalidRequest, "Invalid broker id " + res.ResourceName
+// applyListOp appends the items of val to items, or subtracts them, as IncrementalAlterConfigs'
+// APPEND and SUBTRACT of list configs.
+func applyListOp(items []string, op kmsg.IncrementalAlterConfigOp, val string) []string {
+	for _, v := range splitList(val) {
+		if op == opAppend && !contains(items, v) {
+			items = append(items, v)
+		}
+		if op == opSubtract {
+			items = remove(items, v)
 		}
 	}
-	for _, c := range res.Configs {
-		if c.Op != opDelete {
-			return kerr.InvalidRequest, "dynamic broker configs are not supported by ringbroker yet; set them in server.properties or with --override"
-		}
-		if _, ok := lookupBrokerConfig(c.Name); !ok && !contains(replicationThrottleKeys, c.Name) {
-			return kerr.InvalidConfig, "Unknown broker config name: " + c.Name
-		}
-	}
-	return nil, ""
+	return items
 }
 
 func deref(s *string) string {

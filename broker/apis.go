@@ -45,6 +45,7 @@ func servedAPIs() []*api {
 		offsetForLeaderEpochAPI,
 		writeTxnMarkersAPI,
 		describeConfigsAPI,
+		alterConfigsAPI,
 		describeLogDirsAPI,
 		createPartitionsAPI,
 		electLeadersAPI,

@@ -37,6 +37,13 @@ type Broker struct {
 	// cannot both pass validation for the same name.
 	controllerMu sync.Mutex
 
+	// dyn is the configuration in force with the dynamic broker configs (live, dynconf.go);
+	// dynMu serialises its rebuilds.
+	dyn   atomic.Pointer[dynamicConfig]
+	dynMu sync.Mutex
+	// quotas are the replication throttles (quota.go).
+	quotas replicationQuotas
+
 	// parts is the current partition table, replaced whole when the image changes.
 	parts   atomic.Pointer[partitionTable]
 	partsMu sync.Mutex // serialises syncPartitions
@@ -148,7 +155,7 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 		cleaner:      rlog.NewCleaner(rlog.CleanerConfig{Logger: logger}),
 		reqPool:      mempool.New(max(cfg.QueuedMaxRequestBytes, 0), requestPoolRetain(cfg.QueuedMaxRequestBytes)),
 		purgatory:    newPurgatory(),
-		imageChanged: make(chan struct{}, 1), incarnation: meta.NewUUID()}
+		imageChanged: make(chan struct{}, 1), incarnation: meta.NewUUID(), quotas: newReplicationQuotas()}
 	b.fetchers = newFetcherSet(b)
 	b.fetchSessions = newFetchSessionCache(int(cfg.FetchSessionSlots), cfg.FetchSessionEvictionMin)
 	b.metrics.watchFetchSessions(b.fetchSessions)

@@ -91,6 +91,12 @@ type Config struct {
 	ReplicaFetchBackoff   time.Duration // replica.fetch.backoff.ms: the pause after a failed follower fetch
 	OffsetsTopicReplicas  int16         // offsets.topic.replication.factor
 	OffsetsCommitTimeout  time.Duration // offsets.commit.timeout.ms: the wait of a coordinator append for its ISR
+	// LeaderReplicationThrottledRate and FollowerReplicationThrottledRate
+	// ({leader,follower}.replication.throttled.rate, dynamic broker configs in Kafka) bound
+	// the bytes per second of replication of the throttled replicas (topic configs
+	// {leader,follower}.replication.throttled.replicas) that are out of the ISR; see quota.go.
+	LeaderReplicationThrottledRate   int64
+	FollowerReplicationThrottledRate int64
 
 	// Incremental fetch sessions (KIP-227, fetchsession.go).
 	FetchSessionSlots       int32         // max.incremental.fetch.session.cache.slots
@@ -192,6 +198,13 @@ type brokerConfigDef struct {
 	// ignored keys are accepted, type-checked, for compatibility with Kafka's sample
 	// server.properties, and have no effect.
 	ignored bool
+	// dynamic keys may be changed while running, as dynamic broker configs (dynconf.go);
+	// they are the keys Kafka changes live that ringbroker also applies live.
+	dynamic bool
+	// dynamicOnly keys are Kafka's dynamic configs that are no KafkaConfig keys (the
+	// replication throttle rates of DynamicConfig.Broker): only kafka-configs sets them, and
+	// DescribeConfigs lists them only when set, without a default synonym.
+	dynamicOnly bool
 	// set checks a value and stores it; nil for synonyms, which Config.set resolves.
 	set func(c *Config, val string) error
 	// get renders the current value as set would take it; nil for synonyms and ignored keys.
@@ -363,6 +376,18 @@ func (d brokerConfigDef) ofKind(k configKind) brokerConfigDef {
 	return d
 }
 
+// live marks d a dynamic broker config.
+func (d brokerConfigDef) live() brokerConfigDef {
+	d.dynamic = true
+	return d
+}
+
+// onlyDynamic marks d a dynamic-only broker config.
+func (d brokerConfigDef) onlyDynamic() brokerConfigDef {
+	d.dynamic, d.dynamicOnly = true, true
+	return d
+}
+
 // unsetWhenZero describes a zero value as unset (null), for keys whose 0 means "not set".
 func (d brokerConfigDef) unsetWhenZero() brokerConfigDef {
 	get := d.get
@@ -420,7 +445,7 @@ var brokerConfigDefs = []brokerConfigDef{
 	intDef("max.inflight.requests.per.connection", kindInt, "5", func(c *Config) *int { return &c.MaxInflightPerConn }, inRange(1, 1<<20),
 		"ringbroker's own: requests read from one connection whose responses are not yet written, before the broker stops reading from it"),
 	intDef("message.max.bytes", kindInt, "1048588", func(c *Config) *int32 { return &c.MessageMaxBytes }, nil,
-		"the largest record batch a topic takes by default (topic config max.message.bytes)"),
+		"the largest record batch a topic takes by default (topic config max.message.bytes)").live(),
 	stringDef("metrics.listen", "127.0.0.1:9644", func(c *Config) *string { return &c.MetricsListen }, nil,
 		"ringbroker's own: host:port of the Prometheus metrics endpoint; empty disables it"),
 	stringDef("pprof.listen", "", func(c *Config) *string { return &c.PprofListen }, nil,
@@ -440,34 +465,34 @@ var brokerConfigDefs = []brokerConfigDef{
 	stringDef("cluster.id", "", func(c *Config) *string { return &c.ClusterID }, nil,
 		"ringbroker's own: the cluster id an unformatted log dir is formatted with (Kafka takes it from the format step); empty: a new one on a single node"),
 	intDef("log.segment.bytes", kindInt, "1073741824", func(c *Config) *int64 { return &c.SegmentBytes }, nil,
-		"segment size at which a log rolls (topic config segment.bytes)"),
+		"segment size at which a log rolls (topic config segment.bytes)").live(),
 	msDef("log.roll.ms", kindLong, "604800000", func(c *Config) *time.Duration { return &c.SegmentMs }, nil,
-		"segment age at which a log rolls (topic config segment.ms)"),
-	synonymDef("log.roll.hours", "log.roll.ms", kindInt, 3600*1000, "hours"),
+		"segment age at which a log rolls (topic config segment.ms)").live(),
+	synonymDef("log.roll.hours", "log.roll.ms", kindInt, 3600*1000, "hours").live(),
 	intDef("log.index.interval.bytes", kindInt, "4096", func(c *Config) *int { return &c.IndexIntervalBytes }, nil,
-		"bytes between offset index entries (topic config index.interval.bytes)"),
+		"bytes between offset index entries (topic config index.interval.bytes)").live(),
 	intDef("log.index.size.max.bytes", kindInt, "10485760", func(c *Config) *int { return &c.MaxIndexBytes }, nil,
-		"the largest offset index of a segment (topic config segment.index.bytes)"),
+		"the largest offset index of a segment (topic config segment.index.bytes)").live(),
 	intDef("log.flush.interval.messages", kindLong, "9223372036854775807", func(c *Config) *int64 { return &c.FlushMessages }, nil,
-		"messages after which a log is fsynced (topic config flush.messages)"),
+		"messages after which a log is fsynced (topic config flush.messages)").live(),
 	msDef("log.flush.interval.ms", kindLong, "", func(c *Config) *time.Duration { return &c.FlushInterval }, nil,
-		"milliseconds after which a log is fsynced (topic config flush.ms); unset or 0: never by time").unsetWhenZero(),
+		"milliseconds after which a log is fsynced (topic config flush.ms); unset or 0: never by time").unsetWhenZero().live(),
 	boolDef("log.flush.group.commit", "false", func(c *Config) *bool { return &c.FlushGroupCommit },
-		"ringbroker's own: answer Produce with acks >= 1 after a shared fsync covering its batch (topic config flush.group.commit); see Durability"),
+		"ringbroker's own: answer Produce with acks >= 1 after a shared fsync covering its batch (topic config flush.group.commit); see Durability").live(),
 	intDef("log.cache.window.bytes", kindLong, "67108864", func(c *Config) *int64 { return &c.LogCacheWindowBytes }, atLeast(0),
 		"ringbroker's own: how many of each partition's newest bytes stay in the page cache; older ones are written back and dropped from it so new writes reuse their pages; 0 leaves the page cache to the kernel as Kafka does; see Page cache"),
 	intDef("log.retention.ms", kindLong, "604800000", func(c *Config) *int64 { return &c.RetentionMs }, nil,
-		"how long a log keeps a segment; -1 is forever (topic config retention.ms)"),
-	synonymDef("log.retention.minutes", "log.retention.ms", kindInt, 60*1000, "minutes"),
-	synonymDef("log.retention.hours", "log.retention.ms", kindInt, 3600*1000, "hours"),
+		"how long a log keeps a segment; -1 is forever (topic config retention.ms)").live(),
+	synonymDef("log.retention.minutes", "log.retention.ms", kindInt, 60*1000, "minutes").live(),
+	synonymDef("log.retention.hours", "log.retention.ms", kindInt, 3600*1000, "hours").live(),
 	intDef("log.retention.bytes", kindLong, "-1", func(c *Config) *int64 { return &c.RetentionBytes }, nil,
-		"the size past which a partition's log deletes its oldest segments; -1 is unbounded (topic config retention.bytes)"),
+		"the size past which a partition's log deletes its oldest segments; -1 is unbounded (topic config retention.bytes)").live(),
 	msDef("log.retention.check.interval.ms", kindLong, "300000", func(c *Config) *time.Duration { return &c.RetentionCheckInterval }, atLeast(1),
 		"how often retention runs"),
 	stringDef("log.cleanup.policy", "delete", func(c *Config) *string { return &c.CleanupPolicy }, nil,
-		"delete, compact or both (topic config cleanup.policy)").ofKind(kindList),
+		"delete, compact or both (topic config cleanup.policy)").ofKind(kindList).live(),
 	stringDef("compression.type", "producer", func(c *Config) *string { return &c.CompressionType }, nil,
-		"the compression of topics (topic config compression.type); ringbroker does not recompress, so topics take only producer"),
+		"the compression of topics (topic config compression.type); ringbroker does not recompress, so topics take only producer").live(),
 	intDef("offsets.topic.num.partitions", kindInt, "50", func(c *Config) *int32 { return &c.OffsetsPartitions }, atLeast(1),
 		"partitions of __consumer_offsets"),
 	msDef("group.initial.rebalance.delay.ms", kindInt, "3000", func(c *Config) *time.Duration { return &c.GroupInitialRebalanceDelay }, nil,
@@ -517,9 +542,9 @@ var brokerConfigDefs = []brokerConfigDef{
 	msDef("offsets.commit.timeout.ms", kindInt, "5000", func(c *Config) *time.Duration { return &c.OffsetsCommitTimeout }, atLeast(1),
 		"how long an offset commit or group change waits for the ISR of its __consumer_offsets partition before it fails (COORDINATOR_NOT_AVAILABLE)"),
 	intDef("min.insync.replicas", kindInt, "1", func(c *Config) *int32 { return &c.MinInsyncReplicas }, atLeast(1),
-		"the fewest in-sync replicas with which acks=all Produce is taken (topic config min.insync.replicas)"),
+		"the fewest in-sync replicas with which acks=all Produce is taken (topic config min.insync.replicas)").live(),
 	boolDef("unclean.leader.election.enable", "false", func(c *Config) *bool { return &c.UncleanLeaderElection },
-		"elect a replica outside the ISR when no in-sync replica is left, losing what only the ISR had (topic config of the same name)"),
+		"elect a replica outside the ISR when no in-sync replica is left, losing what only the ISR had (topic config of the same name)").live(),
 	msDef("replica.lag.time.max.ms", kindLong, "30000", func(c *Config) *time.Duration { return &c.ReplicaLagTimeMax }, atLeast(1),
 		"a follower that has not caught up with the leader's log end for this long leaves the ISR"),
 	intDef("replica.fetch.max.bytes", kindInt, "1048576", func(c *Config) *int32 { return &c.ReplicaFetchMaxBytes }, atLeast(1),
@@ -542,6 +567,11 @@ var brokerConfigDefs = []brokerConfigDef{
 		"how often the active controller looks for partitions not led by their preferred replica (auto.leader.rebalance.enable)"),
 	intDef("leader.imbalance.per.broker.percentage", kindInt, "10", func(c *Config) *int32 { return &c.LeaderImbalancePerBrokerPct }, nil,
 		"accepted for server.properties written for Kafka 3.x, with no effect: Kafka's KRaft controller never read it and Kafka 4.1 does not define it. Every partition whose preferred replica can lead is moved back, whatever the imbalance"),
+	intDef("leader.replication.throttled.rate", kindLong, "9223372036854775807", func(c *Config) *int64 { return &c.LeaderReplicationThrottledRate }, atLeast(0),
+		"bytes per second a leader sends to followers out of the ISR of the partitions its topics list in leader.replication.throttled.replicas (set by kafka-reassign-partitions --throttle)").onlyDynamic(),
+	intDef("follower.replication.throttled.rate", kindLong, "9223372036854775807", func(c *Config) *int64 { return &c.FollowerReplicationThrottledRate }, atLeast(0),
+		"bytes per second a follower out of the ISR fetches of the partitions its topics list in follower.replication.throttled.replicas (set by kafka-reassign-partitions --throttle)").onlyDynamic(),
+	ignoredDef("replica.alter.log.dirs.io.max.bytes.per.second", kindLong).live(),
 	ignoredDef("transaction.state.log.replication.factor", kindShort),
 	ignoredDef("transaction.state.log.min.isr", kindInt),
 	ignoredDef("listener.security.protocol.map", kindString),
@@ -583,6 +613,9 @@ func DefaultConfig() Config {
 // Set applies one key. Keys that ringbroker does not know are refused, so that a configuration
 // never silently means something else here.
 func (c *Config) Set(key, val string) error {
+	if d, _ := lookupBrokerConfig(key); d.dynamicOnly {
+		return fmt.Errorf("config %s: a dynamic broker config only, as in Kafka: set it with kafka-configs --entity-type brokers", key)
+	}
 	if err := c.set(key, val); err != nil {
 		return fmt.Errorf("config %s=%q: %w", key, val, err)
 	}

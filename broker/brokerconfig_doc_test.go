@@ -18,7 +18,7 @@ const (
 )
 
 // brokerConfigMarkdown renders brokerConfigDefs as the README's table: one row a key, its
-// synonyms beside it, and the keys accepted without effect in a sentence after.
+// synonyms beside it and whether it is a dynamic broker config, and the keys accepted without effect in a sentence after.
 func brokerConfigMarkdown() string {
 	synonyms := map[string][]string{}
 	var ignored []string
@@ -33,7 +33,7 @@ func brokerConfigMarkdown() string {
 		}
 	}
 	var b strings.Builder
-	b.WriteString("| key | type | default | meaning |\n|---|---|---|---|\n")
+	b.WriteString("| key | type | default | dynamic | meaning |\n|---|---|---|---|---|\n")
 	for _, d := range brokerConfigDefs {
 		if d.get == nil {
 			continue
@@ -46,7 +46,11 @@ func brokerConfigMarkdown() string {
 		if d.dflt != "" {
 			dflt = "`" + d.dflt + "`"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", key, d.kind, dflt, d.doc)
+		dynamic := "no"
+		if d.dynamic {
+			dynamic = "yes"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", key, d.kind, dflt, dynamic, d.doc)
 	}
 	fmt.Fprintf(&b, "\nAccepted for compatibility with Kafka's sample `server.properties`, with no effect yet: %s.\n", strings.Join(ignored, ", "))
 	return b.String()

@@ -32,7 +32,7 @@ func TestDefaultConfig(t *testing.T) {
 		ReplicaFetchWaitMax: 500 * time.Millisecond, ReplicaFetchMinBytes: 1, ReplicaFetchBackoff: time.Second, OffsetsTopicReplicas: 3, OffsetsCommitTimeout: 5 * time.Second,
 		FetchSessionSlots: 1000, FetchSessionEvictionMin: 2 * time.Minute,
 		AutoLeaderRebalance: true, LeaderImbalanceCheckInterval: 300 * time.Second, LeaderImbalancePerBrokerPct: 10,
-		LogCacheWindowBytes: 64 << 20,
+		LogCacheWindowBytes: 64 << 20, LeaderReplicationThrottledRate: 1<<63 - 1, FollowerReplicationThrottledRate: 1<<63 - 1,
 	}
 	got := DefaultConfig()
 	gv, wv := reflect.ValueOf(got), reflect.ValueOf(want)
@@ -83,7 +83,8 @@ func TestBrokerConfigSet(t *testing.T) {
 	}
 	for _, kv := range []string{"no.such.key=1", "num.partitions=0", "queued.max.request.bytes=0", "queued.max.request.bytes=-2",
 		"num.io.threads=0", "max.inflight.requests.per.connection=0", "io.backend=epoll", "num.network.threads=many",
-		"default.replication.factor=40000", "log.dirs=", "process.roles=observer", "io.pin.cpus=maybe", "listeners=9092"} {
+		"default.replication.factor=40000", "log.dirs=", "process.roles=observer", "io.pin.cpus=maybe", "listeners=9092",
+		"leader.replication.throttled.rate=1000"} {
 		if err := c.Override(kv); err == nil {
 			t.Errorf("override %s accepted", kv)
 		} else if k, _, _ := strings.Cut(kv, "="); !strings.Contains(err.Error(), k) {
@@ -93,7 +94,8 @@ func TestBrokerConfigSet(t *testing.T) {
 }
 
 // TestDescribeBrokerConfigs asks a broker for its configs: every key of the table but synonyms
-// and ignored ones, typed, with the keys set at start as static and the rest as defaults.
+// and ignored ones (and dynamic-only ones, unset), typed, with the keys set at start as static
+// and the rest as defaults.
 func TestDescribeBrokerConfigs(t *testing.T) {
 	b := startBroker(t, "netpoll", t.TempDir(), "num.partitions=3")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -111,7 +113,7 @@ func TestDescribeBrokerConfigs(t *testing.T) {
 		got[c.Key] = c
 	}
 	for _, d := range brokerConfigDefs {
-		if _, ok := got[d.name]; ok != (d.get != nil) {
+		if _, ok := got[d.name]; ok != (d.get != nil && !d.dynamicOnly) {
 			t.Errorf("key %s described: %v", d.name, ok)
 		}
 	}

@@ -29,7 +29,7 @@ var errNoKey = errors.New("record without key")
 // includes compact.
 func (b *Broker) compactionConfigFor(t *meta.Topic) (rlog.CompactionConfig, bool) {
 	get := func(name string) string {
-		v, _ := b.cfg.effectiveTopicConfig(t.Configs, name)
+		v, _ := b.live().effectiveTopicConfig(t.Configs, name)
 		return v
 	}
 	ms := func(name string) time.Duration {

@@ -322,6 +322,6 @@ func electLeader(t *meta.Topic, p meta.Partition, live map[int32]bool, unclean f
 // uncleanElection reports whether topic t allows electing a replica outside the ISR
 // (unclean.leader.election.enable).
 func (b *Broker) uncleanElection(t *meta.Topic) bool {
-	v, _ := b.cfg.effectiveTopicConfig(t.Configs, "unclean.leader.election.enable")
+	v, _ := b.live().effectiveTopicConfig(t.Configs, "unclean.leader.election.enable")
 	return strings.EqualFold(strings.TrimSpace(v), "true")
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -171,6 +172,10 @@ func (f *replicaFetcher) run() {
 				continue
 			}
 			delete(f.backoffUntil, p)
+			if f.holdBack(p, now) {
+				wait = min(wait, throttleRecheck)
+				continue
+			}
 			active = append(active, p)
 		}
 		if len(active) == 0 {
@@ -221,6 +226,21 @@ func (f *replicaFetcher) run() {
 		}
 		f.handle(active, resp, time.Now())
 	}
+}
+
+// throttleRecheck is how soon a follower looks again at a partition its throttle held back.
+const throttleRecheck = 100 * time.Millisecond
+
+// holdBack reports whether p is left out of the next fetch: its replica here is throttled
+// (follower.replication.throttled.replicas), out of the ISR, and the follower throttle is
+// exceeded, as Kafka's ReplicaFetcherThread.shouldFollowerThrottle.
+func (f *replicaFetcher) holdBack(p *partition, now time.Time) bool {
+	q := f.b.quotas.follower
+	if !q.bounded() || !p.throttledReplica(f.b.meta.Image(), followerThrottledReplicas, f.b.cfg.NodeID) {
+		return false
+	}
+	st := p.state()
+	return st != nil && !slices.Contains(st.isr, f.b.cfg.NodeID) && q.exceeded(now)
 }
 
 // dial connects to the leader's client listener as the metadata image names it.
@@ -307,6 +327,9 @@ func (f *replicaFetcher) handle(parts []*partition, resp *kmsg.FetchResponse, no
 			p := byKey[key{rt.TopicID, rp.Partition}]
 			if p == nil {
 				continue
+			}
+			if q := f.b.quotas.follower; q.bounded() && p.throttledReplica(f.b.meta.Image(), followerThrottledReplicas, f.b.cfg.NodeID) {
+				q.record(now, len(rp.RecordBatches))
 			}
 			err := f.apply(p, rp)
 			switch {

@@ -26,8 +26,9 @@ const (
 // non-empty subset of the replicas holding the leader; a partition's epoch grows by one with
 // each change and its leader epoch with each leader change; a new leader comes from the ISR
 // before it; no fenced or stopping broker leads; no broker in controlled shutdown joins an ISR.
-// At the end it replays the encoded log from scratch to the same image (apply is a function of
-// the log alone), then heals every fault and checks every partition gets a leader and its
+// Operators set and remove dynamic broker configs meanwhile. At the end it replays the encoded
+// log from scratch to the same image, entry by entry (apply is a function of the log alone,
+// and a published image's broker configs never change afterwards), then heals every fault and checks every partition gets a leader and its
 // full ISR back.
 func TestMetadataSim(t *testing.T) {
 	var applied, skipped, fences, shutdowns, elections int
@@ -150,6 +151,16 @@ func (s *metaSim) step() error {
 			s.views[n] = 0 // replays its metadata log from the start, catching up below
 			return s.commit(fmt.Sprintf("restart %d", n), []meta.Record{{Type: meta.TypeBroker, NodeID: n, Incarnation: meta.NewUUID()}})
 		}
+	case r < 95:
+		// An operator's dynamic broker config change: a throttle rate set or removed, for
+		// broker n or for all.
+		res := []string{"", fmt.Sprint(n)}[s.rng.IntN(2)]
+		rec := meta.Record{Type: meta.TypeBrokerConfig, ConfigResource: res, ConfigKey: "leader.replication.throttled.rate"}
+		if s.rng.IntN(2) == 0 {
+			rec.ConfigValue = new(string)
+			*rec.ConfigValue = fmt.Sprint(s.rng.IntN(1 << 20))
+		}
+		return s.commit(fmt.Sprintf("broker config %q", res), []meta.Record{rec})
 	default:
 		if s.alive[n] {
 			s.stop[n] = true
@@ -286,6 +297,11 @@ func (s *metaSim) replay() error {
 	for i, recs := range s.entries {
 		if next, err := im.Apply(int64(i+1), recs); err == nil {
 			im = next
+		}
+		// Images once published never change: the dynamic broker configs of each one are
+		// still what replaying up to it gives.
+		if !reflect.DeepEqual(im.BrokerConfigs, s.images[i+1].BrokerConfigs) {
+			return fmt.Errorf("after entry %d: replayed broker configs %v, the image published then holds %v", i, im.BrokerConfigs, s.images[i+1].BrokerConfigs)
 		}
 	}
 	got, want := *im, *s.head()

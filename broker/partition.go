@@ -105,7 +105,7 @@ func partitionDir(logDir, topic string, index int32) string {
 func (b *Broker) logConfigFor(t *meta.Topic) rlog.Config {
 	c := rlog.DefaultConfig()
 	get := func(name string) string {
-		v, _ := b.cfg.effectiveTopicConfig(t.Configs, name)
+		v, _ := b.live().effectiveTopicConfig(t.Configs, name)
 		return v
 	}
 	num := func(name string) int64 {
@@ -139,6 +139,7 @@ func (b *Broker) syncPartitions() error {
 	b.partsMu.Lock()
 	defer b.partsMu.Unlock()
 	im := b.meta.Image()
+	b.applyDynamicConfig(im)
 	old := b.parts.Load()
 	next := &partitionTable{imageOffset: im.Offset, byName: map[string][]*partition{}, byID: map[meta.UUID][]*partition{}}
 	dir := b.cfg.LogDirs[0]

@@ -326,7 +326,7 @@ func (p *partition) endISRChange() {
 // stateFor builds this broker's replica state of partition pm of topic t.
 func (b *Broker) stateFor(t *meta.Topic, pm meta.Partition) *replicaState {
 	minISR := 1
-	v, _ := b.cfg.effectiveTopicConfig(t.Configs, "min.insync.replicas")
+	v, _ := b.live().effectiveTopicConfig(t.Configs, "min.insync.replicas")
 	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n > 0 {
 		minISR = n
 	}

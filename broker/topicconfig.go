@@ -129,9 +129,8 @@ func validateTopicConfig(name, val string) error {
 }
 
 // checkThrottledReplicas validates a {leader,follower}.replication.throttled.replicas value as
-// Kafka's ThrottledReplicaListValidator: empty, "*", or partition:broker pairs. ringbroker
-// takes these topic configs but has no replication throttle rate to apply them with, which in
-// Kafka too leaves them without effect (the broker rates are unbounded unless set).
+// Kafka's ThrottledReplicaListValidator: empty, "*", or partition:broker pairs. They take
+// effect with the broker's replication throttle rates (quota.go), unbounded unless set.
 func checkThrottledReplicas(val string) error {
 	items := splitList(val)
 	if len(items) == 1 && items[0] == "*" {

@@ -40,6 +40,10 @@ type Image struct {
 	// with every change and is the same on every node.
 	Features      map[string]int16
 	FeaturesEpoch int64
+	// BrokerConfigs holds the dynamic broker configs by resource: a node id ("1"), or "" for
+	// the cluster-wide default. Absent resources have none; a map is never modified once
+	// published (Apply copies the one it changes).
+	BrokerConfigs map[string]map[string]string
 }
 
 // Broker is a registered broker.
@@ -176,6 +180,7 @@ func (im *Image) Apply(offset int64, recs []Record) (*Image, error) {
 		NextProducerID: im.NextProducerID,
 		Features:       im.Features,
 		FeaturesEpoch:  im.FeaturesEpoch,
+		BrokerConfigs:  im.BrokerConfigs,
 	}
 	for n, t := range im.Topics {
 		next.Topics[n] = t
@@ -201,7 +206,7 @@ func (im *Image) Apply(offset int64, recs []Record) (*Image, error) {
 		}
 		return t, nil
 	}
-	brokersCopied := false
+	brokersCopied, brokerConfigsCopied := false, false
 	for i, r := range recs {
 		switch r.Type {
 		case TypeTopic:
@@ -264,6 +269,29 @@ func (im *Image) Apply(offset int64, recs []Record) (*Image, error) {
 				delete(t.Configs, r.ConfigKey)
 			} else {
 				t.Configs[r.ConfigKey] = *r.ConfigValue
+			}
+		case TypeBrokerConfig:
+			if !brokerConfigsCopied {
+				next.BrokerConfigs = maps.Clone(next.BrokerConfigs)
+				if next.BrokerConfigs == nil {
+					next.BrokerConfigs = map[string]map[string]string{}
+				}
+				brokerConfigsCopied = true
+			}
+			// Each record copies its resource's map: a few keys, changed rarely.
+			cfg := maps.Clone(next.BrokerConfigs[r.ConfigResource])
+			if cfg == nil {
+				cfg = map[string]string{}
+			}
+			if r.ConfigValue == nil {
+				delete(cfg, r.ConfigKey)
+			} else {
+				cfg[r.ConfigKey] = *r.ConfigValue
+			}
+			if len(cfg) == 0 {
+				delete(next.BrokerConfigs, r.ConfigResource)
+			} else {
+				next.BrokerConfigs[r.ConfigResource] = cfg
 			}
 		case TypeRemoveTopic:
 			t, ok := next.TopicsByID[r.TopicID]

@@ -27,6 +27,10 @@ const (
 	// TypeFeature finalizes FeatureName at FeatureLevel (0 disables it), as KRaft's
 	// FeatureLevelRecord.
 	TypeFeature RecordType = "feature"
+	// TypeBrokerConfig sets (ConfigValue) or removes (nil) a dynamic broker config, as KRaft's
+	// ConfigRecord of resource type BROKER: ConfigResource names the broker by node id, or is
+	// empty for the cluster-wide default of every broker.
+	TypeBrokerConfig RecordType = "broker_config"
 )
 
 // Record is one change of cluster state. Exactly the fields of its Type are set.
@@ -59,9 +63,11 @@ type Record struct {
 	// the ISR whose epoch is not its registration's is refused.
 	ISREpochs []int64 `json:"isr_epochs,omitempty"`
 
-	// Config: a topic config key set to Value, or removed when Value is nil.
+	// Config and BrokerConfig: a config key set to Value, or removed when Value is nil.
 	ConfigKey   string  `json:"config_key,omitempty"`
 	ConfigValue *string `json:"config_value,omitempty"`
+	// ConfigResource is a BrokerConfig's broker: a node id, or "" for the cluster default.
+	ConfigResource string `json:"config_resource,omitempty"`
 
 	// ProducerIDs: the next producer id block handed out ends before NextProducerID.
 	NextProducerID int64 `json:"next_producer_id,omitempty"`

@@ -16,6 +16,9 @@ type imageSnapshot struct {
 	NextProducerID int64            `json:"next_producer_id"`
 	Features       map[string]int16 `json:"features,omitempty"`
 	FeaturesEpoch  int64            `json:"features_epoch,omitempty"`
+	// BrokerConfigs is the image's dynamic broker configs; absent in snapshots written before
+	// they existed.
+	BrokerConfigs map[string]map[string]string `json:"broker_configs,omitempty"`
 }
 
 // Snapshot serialises the current image.
@@ -24,7 +27,7 @@ func (sm *stateMachine) Snapshot() ([]byte, error) {
 	im := s.Image()
 	s.mu.Lock()
 	snap := imageSnapshot{Applied: s.applied, Offset: im.Offset, ClusterID: im.ClusterID, NextProducerID: im.NextProducerID,
-		Features: im.Features, FeaturesEpoch: im.FeaturesEpoch}
+		Features: im.Features, FeaturesEpoch: im.FeaturesEpoch, BrokerConfigs: im.BrokerConfigs}
 	s.mu.Unlock()
 	for _, b := range im.Brokers {
 		snap.Brokers = append(snap.Brokers, b)
@@ -48,7 +51,7 @@ func (sm *stateMachine) Restore(data []byte) error {
 		return fmt.Errorf("decode metadata snapshot (%d bytes): %w", len(data), err)
 	}
 	im := EmptyImage(snap.ClusterID)
-	im.Offset, im.NextProducerID = snap.Offset, snap.NextProducerID
+	im.Offset, im.NextProducerID, im.BrokerConfigs = snap.Offset, snap.NextProducerID, snap.BrokerConfigs
 	im.Features, im.FeaturesEpoch = snap.Features, snap.FeaturesEpoch
 	for _, b := range snap.Brokers {
 		im.Brokers[b.NodeID] = b
