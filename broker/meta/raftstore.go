@@ -149,8 +149,6 @@ func OpenRaft(cfg RaftConfig) (*RaftStore, error) {
 			return nil, fmt.Errorf("controller listener %s: %w", cfg.Listen, err)
 		}
 		s.ln, s.mux.addr = ln, ln.Addr()
-		s.wg.Add(1)
-		go s.accept()
 	}
 	s.image.Store(EmptyImage(cfg.ClusterID))
 	var err error
@@ -160,6 +158,12 @@ func OpenRaft(cfg RaftConfig) (*RaftStore, error) {
 	if err != nil {
 		s.closeListener()
 		return nil, fmt.Errorf("metadata quorum node %d: %w", cfg.NodeID, err)
+	}
+	if s.ln != nil {
+		// Connections are taken only now: a forwarded request is served with the node, which
+		// a peer that still takes this node for the leader (it restarted) may send at once.
+		s.wg.Add(1)
+		go s.accept()
 	}
 	if cfg.Learner {
 		s.wg.Add(1)
