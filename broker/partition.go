@@ -2,7 +2,9 @@ package broker
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -59,6 +61,10 @@ type partition struct {
 	// waiters are the fetches parked on p (guarded by waitMu); each stays until it completes and
 	// is woken by every append meanwhile (01_fetch.go).
 	waiters map[*fetchOp]struct{}
+
+	// configs are the topic configs the log was last given by syncPartitions, which alone uses
+	// them (under partsMu): an image with others applies them to the log on every node.
+	configs map[string]string
 }
 
 // lookup returns the partition, or nil when this broker does not have it.
@@ -171,6 +177,15 @@ func (b *Broker) syncPartitions() error {
 					continue
 				}
 			}
+			if !maps.Equal(p.configs, t.Configs) {
+				// Altered topic configs reach the logs of every replica, not only those of the
+				// node that took the request.
+				if err := p.log.SetConfig(b.logConfigFor(t)); err != nil && !errors.Is(err, rlog.ErrClosed) {
+					b.logger.Error("apply topic config to open log", "topic", t.Name, "partition", i, "err", err)
+				}
+				b.registerCompaction(p, t)
+				p.configs = t.Configs
+			}
 			st := b.stateFor(t, pm)
 			was := p.state()
 			fw, err := p.applyState(st, self, now)
@@ -236,7 +251,7 @@ func (b *Broker) openPartition(logDir string, t *meta.Topic, index int32) (*part
 	if err != nil {
 		return nil, fmt.Errorf("open partition %s-%d: %w", t.Name, index, err)
 	}
-	p := &partition{topic: t.Name, topicID: t.ID, index: index, log: l}
+	p := &partition{topic: t.Name, topicID: t.ID, index: index, log: l, configs: t.Configs}
 	p.initHW(b.startup.highWatermarks[rlog.TopicPartition{Topic: t.Name, Partition: index}])
 	b.registerCompaction(p, t)
 	return p, nil

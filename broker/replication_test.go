@@ -502,3 +502,42 @@ func TestStaleLeadershipIgnored(t *testing.T) {
 		t.Fatalf("current leadership: err %v, leader %v", err, p.isLeader())
 	}
 }
+
+// TestTopicConfigReachesEveryReplica alters a replicated topic's config through one node and
+// checks that the open log of every replica takes it, not only the node that took the request,
+// and that removing it restores the default everywhere.
+func TestTopicConfigReachesEveryReplica(t *testing.T) {
+	bs, ctx, adm := replicatedCluster(t, "tc", 1, nil)
+	retentionOn := func(want int64) {
+		t.Helper()
+		testutil.WaitFor(t, 30*time.Second, func() error {
+			for _, b := range bs {
+				ps := b.parts.Load().byName["tc"]
+				if len(ps) != 1 || ps[0] == nil {
+					return fmt.Errorf("node %d has no open log of tc-0", b.cfg.NodeID)
+				}
+				if got := ps[0].log.Config().RetentionMs; got != want {
+					return fmt.Errorf("node %d: retention.ms %d in its open log; want %d", b.cfg.NodeID, got, want)
+				}
+			}
+			return nil
+		})
+	}
+	def := bs[0].parts.Load().byName["tc"][0].log.Config().RetentionMs
+	for _, op := range []struct {
+		cfg  kadm.AlterConfig
+		want int64
+	}{
+		{kadm.AlterConfig{Name: "retention.ms", Value: kmsg.StringPtr("123456")}, 123456},
+		{kadm.AlterConfig{Op: kadm.DeleteConfig, Name: "retention.ms"}, def},
+	} {
+		resp, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{op.cfg}, "tc")
+		if err == nil {
+			_, err = resp.On("tc", nil)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		retentionOn(op.want)
+	}
+}
