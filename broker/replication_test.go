@@ -523,7 +523,15 @@ func TestTopicConfigReachesEveryReplica(t *testing.T) {
 			return nil
 		})
 	}
-	def := bs[0].parts.Load().byName["tc"][0].log.Config().RetentionMs
+	var def int64
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		ps := bs[0].parts.Load().byName["tc"]
+		if len(ps) != 1 || ps[0] == nil {
+			return fmt.Errorf("node %d has no open log of tc-0", bs[0].cfg.NodeID)
+		}
+		def = ps[0].log.Config().RetentionMs
+		return nil
+	})
 	for _, op := range []struct {
 		cfg  kadm.AlterConfig
 		want int64
