@@ -5,9 +5,10 @@ package broker
 // Behavior: group keys (type 0) are coordinated by the leader of the group's __consumer_offsets
 // partition, abs(javaStringHash(group)) % partitions: this node on a single node, the broker the
 // controller placed the partition on in a cluster; the topic is created on first use, as Kafka
-// does. Transaction keys (type 1) need the transaction coordinator, which is not built yet, and
-// share keys (type 2) the share coordinator: both get INVALID_REQUEST with a message saying so,
-// which clients report instead of retrying for ever.
+// does. Transaction keys (type 1) are coordinated by the leader of the transactional id's
+// __transaction_state partition, found the same way and created on first use too. Share keys
+// (type 2) need a share coordinator, which is not built: INVALID_REQUEST with a message saying
+// so, which clients report instead of retrying for ever.
 //
 // Version notes: v4+ batches keys.
 
@@ -35,14 +36,24 @@ func handleFindCoordinator(b *Broker, rc *reqCtx, r kmsg.Request) {
 			code, msg = kerr.CoordinatorNotAvailable, err.Error()
 		}
 	case 1:
-		code, msg = kerr.InvalidRequest, "transactions are not supported by ringbroker yet"
+		if err := b.ensureTxnStateTopic(); err != nil {
+			b.logger.Error("transaction state topic", "err", err)
+			code, msg = kerr.CoordinatorNotAvailable, err.Error()
+		}
 	default:
-		code, msg = kerr.InvalidRequest, "ringbroker coordinates consumer groups only"
+		code, msg = kerr.InvalidRequest, "ringbroker coordinates consumer groups and transactions, not share groups"
 	}
 	im := b.meta.Image()
 	fill := func(c *kmsg.FindCoordinatorResponseCoordinator, key string) {
 		c.NodeID, c.Host, c.Port = -1, "", -1
 		ecode, emsg := code, msg
+		if ecode == nil && req.CoordinatorType == 1 {
+			if br, ok := txnCoordinatorFor(b, key); ok {
+				c.NodeID, c.Host, c.Port = br.nodeID, br.host, br.port
+				return
+			}
+			ecode, emsg = kerr.CoordinatorNotAvailable, "the leader of the transactional id's "+txnStateTopic+" partition is not available"
+		}
 		if ecode == nil {
 			br, ok := groupCoordinatorFor(im, key)
 			if ok {

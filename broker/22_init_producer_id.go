@@ -4,12 +4,11 @@ package broker
 //
 // Behavior: for idempotent producers (no transactional id) hands out a new producer id with epoch
 // 0, as Kafka does. Ids come from blocks of producerIDBlockSize reserved in the metadata log, so
-// ids never repeat across restarts. A transactional id needs the transaction coordinator, which is
-// not built yet: such requests get UNSUPPORTED_VERSION, which every client reports as fatal at
-// once instead of retrying against a coordinator that never appears.
+// ids never repeat across restarts. Requests with a transactional id go to the transaction
+// coordinator (coord/txn/22_init_producer_id.go).
 //
-// Version notes: v3 adds the existing producer id and epoch (KIP-360); a new id is handed out
-// then too, and the old id's state is simply never used again.
+// Version notes: v3 adds the existing producer id and epoch (KIP-360); without a transactional id
+// a new id is handed out then too, and the old id's state is simply never used again.
 
 import (
 	"errors"
@@ -87,8 +86,7 @@ func handleInitProducerID(b *Broker, rc *reqCtx, r kmsg.Request) {
 	resp.ProducerID = -1
 	resp.ProducerEpoch = -1
 	if req.TransactionalID != nil {
-		resp.ErrorCode = kerr.UnsupportedVersion.Code
-		rc.respond(resp)
+		handleTxnRequest(b, rc, req)
 		return
 	}
 	id, err := b.producerIDs.allocate()

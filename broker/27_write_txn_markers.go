@@ -36,7 +36,13 @@ var writeTxnMarkersAPI = &api{key: kmsg.WriteTxnMarkers, minVersion: 0, maxVersi
 const txnMarkerTimeout = 30 * time.Second
 
 func handleWriteTxnMarkers(b *Broker, rc *reqCtx, r kmsg.Request) {
-	req := r.(*kmsg.WriteTxnMarkersRequest)
+	b.writeTxnMarkers(r.(*kmsg.WriteTxnMarkersRequest), func(resp *kmsg.WriteTxnMarkersResponse) { rc.respond(resp) })
+}
+
+// writeTxnMarkers appends req's markers to the partitions led here and calls respond with the
+// outcome once they are replicated: the request's handling, and the transaction coordinator's
+// path to partitions it leads itself.
+func (b *Broker) writeTxnMarkers(req *kmsg.WriteTxnMarkersRequest, respond func(*kmsg.WriteTxnMarkersResponse)) {
 	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
 	im := b.meta.Image()
 	tbl := b.parts.Load()
@@ -93,14 +99,14 @@ func handleWriteTxnMarkers(b *Broker, rc *reqCtx, r kmsg.Request) {
 		}
 	}
 	if len(waits) == 0 {
-		rc.respond(resp)
+		respond(resp)
 		return
 	}
 	fail := func(i int, code *kerr.Error, _ string) {
 		at := places[i]
 		resp.Markers[at[0]].Topics[at[1]].Partitions[at[2]].ErrorCode = code.Code
 	}
-	b.respondWhenDone(waits, txnMarkerTimeout, fail, func() { rc.respond(resp) })
+	b.respondWhenDone(waits, txnMarkerTimeout, fail, func() { respond(resp) })
 }
 
 // appendTxnMarker appends marker m's control batch to p, which this broker leads, and returns

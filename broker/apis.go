@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"slices"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringbroker/wire"
@@ -67,7 +69,7 @@ const apiKeyLimit = 128
 
 func newAPITable() *apiTable {
 	var t apiTable
-	for _, a := range append(servedAPIs(), groupAPIs()...) {
+	for _, a := range slices.Concat(servedAPIs(), groupAPIs(), txnAPIs()) {
 		t[a.key] = a
 	}
 	return &t

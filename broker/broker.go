@@ -18,6 +18,7 @@ import (
 
 	"ringbroker/broker/meta"
 	"ringbroker/coord"
+	"ringbroker/coord/txn"
 	"ringbroker/internal/mempool"
 	rlog "ringbroker/log"
 	"ringbroker/ring"
@@ -62,6 +63,13 @@ type Broker struct {
 	groups       *coord.GroupCoordinator
 	groupsLoadMu sync.Mutex
 	groupsLoaded map[int32]int32
+	// txns is the transaction coordinator; txnsLoaded says which __transaction_state partitions
+	// it was given and under which leader epoch (guarded by txnsLoadMu). markerSender carries its
+	// markers to other brokers.
+	txns         *txn.Coordinator
+	txnsLoadMu   sync.Mutex
+	txnsLoaded   map[int32]int32
+	markerSender markerSender
 
 	servers []*ring.Server
 	// reqPool is the request memory pool (queued.max.request.bytes): every request frame is
@@ -151,7 +159,7 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 		cfg.AdvertisedListeners = cfg.Listeners
 	}
 	b := &Broker{cfg: cfg, logger: logger, metrics: newBrokerMetrics(), apis: newAPITable(),
-		codecs: wire.NewCodecs(), groupsLoaded: map[int32]int32{}, reporting: map[int32]bool{},
+		codecs: wire.NewCodecs(), groupsLoaded: map[int32]int32{}, txnsLoaded: map[int32]int32{}, reporting: map[int32]bool{},
 		cleaner:      rlog.NewCleaner(rlog.CleanerConfig{Logger: logger}),
 		reqPool:      mempool.New(max(cfg.QueuedMaxRequestBytes, 0), requestPoolRetain(cfg.QueuedMaxRequestBytes)),
 		purgatory:    newPurgatory(),
@@ -185,6 +193,7 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 	b.meta = ml
 	b.installControllerAPIs()
 	b.producerIDs.b = b
+	b.markerSender.b = b
 	b.stop = make(chan struct{})
 	dir := cfg.LogDirs[0]
 	clean, err := rlog.HasCleanShutdownMarker(dir)
@@ -219,6 +228,19 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 		return nil, err
 	}
 	if err := b.loadOffsetsPartitions(); err != nil {
+		b.groups.Close()
+		b.closeLogs()
+		ml.Close()
+		return nil, err
+	}
+	if b.txns, err = b.newTxnCoordinator(); err != nil {
+		b.groups.Close()
+		b.closeLogs()
+		ml.Close()
+		return nil, err
+	}
+	if err := b.loadTxnPartitions(); err != nil {
+		b.txns.Close()
 		b.groups.Close()
 		b.closeLogs()
 		ml.Close()
@@ -402,6 +424,8 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	close(b.stop)
 	b.bg.Wait()
 	b.groups.Close()
+	b.markerSender.close()
+	b.txns.Close()
 	b.cleaner.Stop()
 	if b.writeback != nil {
 		b.writeback.Stop()

@@ -91,6 +91,15 @@ type Config struct {
 	ReplicaFetchBackoff   time.Duration // replica.fetch.backoff.ms: the pause after a failed follower fetch
 	OffsetsTopicReplicas  int16         // offsets.topic.replication.factor
 	OffsetsCommitTimeout  time.Duration // offsets.commit.timeout.ms: the wait of a coordinator append for its ISR
+	// The transaction coordinator's __transaction_state topic and timeouts (transaction.*).
+	TxnStatePartitions       int32         // transaction.state.log.num.partitions
+	TxnStateReplicas         int16         // transaction.state.log.replication.factor
+	TxnStateMinISR           int32         // transaction.state.log.min.isr
+	TxnStateSegmentBytes     int32         // transaction.state.log.segment.bytes
+	TxnMaxTimeout            time.Duration // transaction.max.timeout.ms
+	TxnAbortTimedOutInterval time.Duration // transaction.abort.timed.out.transaction.cleanup.interval.ms
+	TxnIDExpiration          time.Duration // transactional.id.expiration.ms
+	TxnRemoveExpiredInterval time.Duration // transaction.remove.expired.transaction.cleanup.interval.ms
 	// LeaderReplicationThrottledRate and FollowerReplicationThrottledRate
 	// ({leader,follower}.replication.throttled.rate, dynamic broker configs in Kafka) bound
 	// the bytes per second of replication of the throttled replicas (topic configs
@@ -572,8 +581,22 @@ var brokerConfigDefs = []brokerConfigDef{
 	intDef("follower.replication.throttled.rate", kindLong, "9223372036854775807", func(c *Config) *int64 { return &c.FollowerReplicationThrottledRate }, atLeast(0),
 		"bytes per second a follower out of the ISR fetches of the partitions its topics list in follower.replication.throttled.replicas (set by kafka-reassign-partitions --throttle)").onlyDynamic(),
 	ignoredDef("replica.alter.log.dirs.io.max.bytes.per.second", kindLong).live(),
-	ignoredDef("transaction.state.log.replication.factor", kindShort),
-	ignoredDef("transaction.state.log.min.isr", kindInt),
+	intDef("transaction.state.log.num.partitions", kindInt, "50", func(c *Config) *int32 { return &c.TxnStatePartitions }, atLeast(1),
+		"partitions of __transaction_state, created on the first FindCoordinator for a transactional id"),
+	intDef("transaction.state.log.replication.factor", kindShort, "3", func(c *Config) *int16 { return &c.TxnStateReplicas }, atLeast(1),
+		"replication factor of __transaction_state. A node without controller.quorum.voters (one node, as `make run` starts it) takes 1 unless the key is set, as Kafka's sample server.properties does"),
+	intDef("transaction.state.log.min.isr", kindInt, "2", func(c *Config) *int32 { return &c.TxnStateMinISR }, atLeast(1),
+		"min.insync.replicas of __transaction_state. A node without controller.quorum.voters takes 1 unless the key is set"),
+	intDef("transaction.state.log.segment.bytes", kindInt, "104857600", func(c *Config) *int32 { return &c.TxnStateSegmentBytes }, atLeast(1),
+		"segment.bytes of __transaction_state"),
+	msDef("transaction.max.timeout.ms", kindInt, "900000", func(c *Config) *time.Duration { return &c.TxnMaxTimeout }, atLeast(1),
+		"the longest transaction.timeout.ms a producer may ask for; InitProducerId asking for more gets INVALID_TRANSACTION_TIMEOUT"),
+	msDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", kindInt, "10000", func(c *Config) *time.Duration { return &c.TxnAbortTimedOutInterval }, atLeast(1),
+		"how often the transaction coordinator aborts transactions open longer than their timeout"),
+	msDef("transactional.id.expiration.ms", kindInt, "604800000", func(c *Config) *time.Duration { return &c.TxnIDExpiration }, atLeast(1),
+		"a transactional id with no transaction for this long is removed"),
+	msDef("transaction.remove.expired.transaction.cleanup.interval.ms", kindInt, "3600000", func(c *Config) *time.Duration { return &c.TxnRemoveExpiredInterval }, atLeast(1),
+		"how often expired transactional ids are removed"),
 	ignoredDef("listener.security.protocol.map", kindString),
 	ignoredDef("inter.broker.listener.name", kindString),
 	ignoredDef("num.network.threads", kindInt),
@@ -658,6 +681,23 @@ func (c *Config) offsetsTopicRF() int16 {
 		return 1
 	}
 	return c.OffsetsTopicReplicas
+}
+
+// txnStateTopicRF and txnStateMinISR are the replication factor and min.insync.replicas
+// __transaction_state is created with: the configured ones, or 1 on a node that founds a quorum of
+// its own and was not told otherwise, as offsetsTopicRF.
+func (c *Config) txnStateTopicRF() int16 {
+	if c.QuorumVoters == "" && !c.isExplicit("transaction.state.log.replication.factor") {
+		return 1
+	}
+	return c.TxnStateReplicas
+}
+
+func (c *Config) txnStateMinISR() int32 {
+	if c.QuorumVoters == "" && !c.isExplicit("transaction.state.log.min.isr") {
+		return 1
+	}
+	return c.TxnStateMinISR
 }
 
 func nonEmpty(items []string) error {

@@ -44,6 +44,9 @@ func (b *Broker) controllerLoop() {
 			if err := b.loadOffsetsPartitions(); err != nil {
 				b.logger.Error("load offsets partitions", "err", err)
 			}
+			if err := b.loadTxnPartitions(); err != nil {
+				b.logger.Error("load transaction state partitions", "err", err)
+			}
 			b.completeReassignments()
 		case <-hb.C:
 			if b.cfg.hasRole("broker") {

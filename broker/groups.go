@@ -223,38 +223,15 @@ func (b *Broker) ensureOffsetsTopic() error {
 // back those no longer led here, whose groups then get NOT_COORDINATOR: the clients look the
 // coordinator up again and find the new leader, which loads the groups from its replica.
 func (b *Broker) loadOffsetsPartitions() error {
-	ps := b.parts.Load().byName[offsetsTopic]
 	b.groupsLoadMu.Lock()
 	defer b.groupsLoadMu.Unlock()
-	for _, idx := range slices.Sorted(maps.Keys(b.groupsLoaded)) {
-		if int(idx) < len(ps) && ps[idx] != nil && ps[idx].isLeader() {
-			continue
-		}
-		if err := b.groups.UnloadPartition(idx); err != nil {
-			return fmt.Errorf("unload %s-%d: %w", offsetsTopic, idx, err)
-		}
-		delete(b.groupsLoaded, idx)
-	}
-	for i, p := range ps {
-		if p == nil || !p.isLeader() {
-			continue
-		}
-		idx, epoch := int32(i), p.state().leaderEpoch
-		if loaded, ok := b.groupsLoaded[idx]; ok && loaded == epoch {
-			continue
-		}
-		// Loaded under an earlier leader epoch, this replica may have followed another leader
-		// meanwhile: replaying it again brings the groups up to date.
-		if err := b.groups.LoadPartition(idx, func(err error) {
+	return b.syncCoordinatorPartitions(offsetsTopic, b.groupsLoaded, func(idx, _ int32) error {
+		return b.groups.LoadPartition(idx, func(err error) {
 			if err != nil {
 				b.logger.Error("load offsets partition", "partition", idx, "err", err)
 			}
-		}); err != nil {
-			return fmt.Errorf("load %s-%d: %w", offsetsTopic, idx, err)
-		}
-		b.groupsLoaded[idx] = epoch
-	}
-	return nil
+		})
+	}, b.groups.UnloadPartition)
 }
 
 // groupAPIs wraps the coordinator's APIs, as declared in coord/, as broker APIs: requests are

@@ -1,0 +1,331 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/coord/txn"
+	"ringbroker/wire"
+)
+
+// txnStateTopic is Kafka's internal topic of transaction state.
+const txnStateTopic = "__transaction_state"
+
+// newTxnCoordinator builds the transaction coordinator from the broker config.
+func (b *Broker) newTxnCoordinator() (*txn.Coordinator, error) {
+	cfg := txn.DefaultConfig()
+	cfg.Partitions = int(b.cfg.TxnStatePartitions)
+	cfg.OffsetsPartitions = int(b.cfg.OffsetsPartitions)
+	cfg.MaxTimeout = b.cfg.TxnMaxTimeout
+	cfg.AbortTimedOutInterval = b.cfg.TxnAbortTimedOutInterval
+	cfg.IDExpiration = b.cfg.TxnIDExpiration
+	cfg.RemoveExpiredInterval = b.cfg.TxnRemoveExpiredInterval
+	cfg.NewProducerID = b.producerIDs.allocate
+	cfg.PartitionExists = func(topic string, partition int32) bool {
+		t := b.meta.Image().Topics[topic]
+		return t != nil && partition >= 0 && int(partition) < len(t.Partitions)
+	}
+	return txn.New(cfg, txnStateStore{b: b}, txnMarkerWriter{b: b}, b.logger)
+}
+
+// txnAPIs wraps the transaction coordinator's APIs as broker APIs, InitProducerId excepted:
+// the broker serves that one and hands requests with a transactional id to the coordinator.
+func txnAPIs() []*api {
+	var out []*api
+	for _, a := range txn.APIs() {
+		if a.Key == kmsg.InitProducerID {
+			continue
+		}
+		out = append(out, &api{key: a.Key, minVersion: a.MinVersion, maxVersion: a.MaxVersion,
+			keepsRequest: true, handle: handleTxnRequest})
+	}
+	return out
+}
+
+func handleTxnRequest(b *Broker, rc *reqCtx, req kmsg.Request) {
+	err := b.txns.Handle(req, func(resp kmsg.Response) { rc.respond(resp) })
+	if err == nil {
+		return
+	}
+	if !errors.Is(err, txn.ErrClosed) {
+		b.logger.Error("transaction coordinator refused a request it advertised", "api", kmsg.NameForKey(rc.hdr.APIKey), "err", err)
+	}
+	rc.closeConn()
+}
+
+// ensureTxnStateTopic creates __transaction_state on first use, as Kafka does on the first
+// FindCoordinator for a transactional id, and makes the coordinator load the partitions it leads.
+func (b *Broker) ensureTxnStateTopic() error {
+	if _, ok := b.meta.Image().Topics[txnStateTopic]; ok {
+		return nil
+	}
+	compact := "compact"
+	seg := strconv.Itoa(int(b.cfg.TxnStateSegmentBytes))
+	minISR := strconv.Itoa(int(b.cfg.txnStateMinISR()))
+	unclean := "false"
+	res := b.createTopics([]topicSpec{{name: txnStateTopic, partitions: b.cfg.TxnStatePartitions, rf: b.cfg.txnStateTopicRF(), internal: true,
+		configs: map[string]*string{"cleanup.policy": &compact, "segment.bytes": &seg, "min.insync.replicas": &minISR,
+			"unclean.leader.election.enable": &unclean}}}, false)
+	if res[0].err != nil && res[0].err != kerr.TopicAlreadyExists {
+		return fmt.Errorf("create %s: %s: %s", txnStateTopic, res[0].err.Message, res[0].message)
+	}
+	return b.loadTxnPartitions()
+}
+
+// loadTxnPartitions hands every __transaction_state partition led here to the transaction
+// coordinator, under its leader epoch (the coordinator epoch of its markers), and takes back those
+// no longer led here, as loadOffsetsPartitions does for groups.
+func (b *Broker) loadTxnPartitions() error {
+	b.txnsLoadMu.Lock()
+	defer b.txnsLoadMu.Unlock()
+	return b.syncCoordinatorPartitions(txnStateTopic, b.txnsLoaded, func(idx, epoch int32) error {
+		return b.txns.LoadPartition(idx, epoch, func(err error) {
+			if err != nil {
+				b.logger.Error("load transaction state partition", "partition", idx, "err", err)
+			}
+		})
+	}, b.txns.UnloadPartition)
+}
+
+// txnCoordinatorFor is the broker that leads the __transaction_state partition of id.
+func txnCoordinatorFor(b *Broker, id string) (brokerAddr, bool) {
+	im := b.meta.Image()
+	t := im.Topics[txnStateTopic]
+	if t == nil || len(t.Partitions) == 0 {
+		return brokerAddr{}, false
+	}
+	p := t.Partitions[txn.PartitionFor(id, len(t.Partitions))]
+	br, ok := im.Brokers[p.Leader]
+	if !ok || br.Fenced {
+		return brokerAddr{}, false
+	}
+	return brokerAddr{br.NodeID, br.Host, br.Port}, true
+}
+
+// brokerAddr is where FindCoordinator sends a client.
+type brokerAddr struct {
+	nodeID int32
+	host   string
+	port   int32
+}
+
+// txnStateStore keeps the transaction coordinator's records in the __transaction_state partitions.
+type txnStateStore struct{ b *Broker }
+
+// Append writes records as one batch and reports once the ISR has them, as Kafka appends
+// transaction state with acks=all; a wait longer than request.timeout.ms fails it.
+func (s txnStateStore) Append(partition int32, records []txn.Record, done func(error)) {
+	p := s.b.parts.Load().leader(txnStateTopic, partition)
+	if p == nil {
+		done(fmt.Errorf("append to %s-%d: %w", txnStateTopic, partition, kerr.NotLeaderForPartition))
+		return
+	}
+	recs := make([]wire.Record, len(records))
+	for i, r := range records {
+		recs[i] = wire.Record{OffsetDelta: int32(i), Key: r.Key, Value: r.Value}
+	}
+	end, err := s.b.appendInternal(p, recs)
+	if err != nil {
+		done(err)
+		return
+	}
+	s.b.waitInternal(p, end, txnMarkerTimeout, done)
+}
+
+// Load replays every record of the partition in offset order.
+func (s txnStateStore) Load(partition int32, fn func(txn.Record) error) error {
+	p := s.b.parts.Load().leader(txnStateTopic, partition)
+	if p == nil {
+		return fmt.Errorf("load %s-%d: %w", txnStateTopic, partition, kerr.NotLeaderForPartition)
+	}
+	return s.b.replayInternal(p, func(key, value []byte) error {
+		return fn(txn.Record{Key: key, Value: value})
+	})
+}
+
+// txnMarkerWriter writes a transaction's markers: to partitions led here directly, as a
+// WriteTxnMarkers request would, and to the others with WriteTxnMarkers to their leaders.
+type txnMarkerWriter struct{ b *Broker }
+
+// WriteMarkers groups m's partitions by leader and sends each leader its markers at once.
+func (w txnMarkerWriter) WriteMarkers(m txn.Markers, done func(failed []txn.TopicPartition)) {
+	b := w.b
+	im := b.meta.Image()
+	byLeader := make(map[int32][]txn.TopicPartition)
+	var mu sync.Mutex
+	var failed []txn.TopicPartition
+	for _, tp := range m.Partitions {
+		t := im.Topics[tp.Topic]
+		if t == nil || tp.Partition < 0 || int(tp.Partition) >= len(t.Partitions) || t.Partitions[tp.Partition].Leader < 0 {
+			failed = append(failed, tp)
+			continue
+		}
+		leader := t.Partitions[tp.Partition].Leader
+		byLeader[leader] = append(byLeader[leader], tp)
+	}
+	if len(byLeader) == 0 {
+		done(failed)
+		return
+	}
+	left := len(byLeader)
+	finish := func(f []txn.TopicPartition) {
+		mu.Lock()
+		failed = append(failed, f...)
+		left--
+		last := left == 0
+		mu.Unlock()
+		if last {
+			done(failed)
+		}
+	}
+	for leader, tps := range byLeader {
+		req := markersRequest(m, tps)
+		if leader == b.cfg.NodeID {
+			b.writeTxnMarkers(req, func(resp *kmsg.WriteTxnMarkersResponse) { finish(failedMarkers(resp, tps)) })
+			continue
+		}
+		go func() {
+			resp, err := b.markerSender.send(leader, req)
+			if err != nil {
+				b.logger.Warn("send transaction markers", "leader", leader, "producer_id", m.ProducerID, "err", err)
+				finish(tps)
+				return
+			}
+			finish(failedMarkers(resp, tps))
+		}()
+	}
+}
+
+// markersRequest is the WriteTxnMarkers request of m for the partitions tps.
+func markersRequest(m txn.Markers, tps []txn.TopicPartition) *kmsg.WriteTxnMarkersRequest {
+	req := kmsg.NewPtrWriteTxnMarkersRequest()
+	req.Version = 1
+	mk := kmsg.NewWriteTxnMarkersRequestMarker()
+	mk.ProducerID, mk.ProducerEpoch, mk.Committed, mk.CoordinatorEpoch = m.ProducerID, m.ProducerEpoch, m.Commit, m.CoordinatorEpoch
+	for _, tp := range tps {
+		if n := len(mk.Topics); n > 0 && mk.Topics[n-1].Topic == tp.Topic {
+			mk.Topics[n-1].Partitions = append(mk.Topics[n-1].Partitions, tp.Partition)
+			continue
+		}
+		t := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+		t.Topic, t.Partitions = tp.Topic, []int32{tp.Partition}
+		mk.Topics = append(mk.Topics, t)
+	}
+	req.Markers = []kmsg.WriteTxnMarkersRequestMarker{mk}
+	return req
+}
+
+// failedMarkers lists the partitions of tps whose marker resp does not report written.
+func failedMarkers(resp *kmsg.WriteTxnMarkersResponse, tps []txn.TopicPartition) []txn.TopicPartition {
+	ok := make(map[txn.TopicPartition]bool, len(tps))
+	for _, m := range resp.Markers {
+		for _, t := range m.Topics {
+			for _, p := range t.Partitions {
+				if p.ErrorCode == 0 {
+					ok[txn.TopicPartition{Topic: t.Topic, Partition: p.Partition}] = true
+				}
+			}
+		}
+	}
+	var failed []txn.TopicPartition
+	for _, tp := range tps {
+		if !ok[tp] {
+			failed = append(failed, tp)
+		}
+	}
+	return failed
+}
+
+// markerSender keeps one connection per partition leader for WriteTxnMarkers requests.
+type markerSender struct {
+	b  *Broker
+	mu sync.Mutex
+	// conns are the leaders' connections; closed is set by close, after which none is dialled.
+	conns  map[int32]*markerConn
+	closed bool
+}
+
+// markerConn is one leader's connection; requests on it take turns under mu. conn is the
+// socket, guarded by the sender's mu, so that close can end a round trip in flight.
+type markerConn struct {
+	mu   sync.Mutex
+	c    *replicaClient
+	conn net.Conn
+}
+
+// markerRequestTimeout bounds one WriteTxnMarkers round trip: the leader waits up to
+// txnMarkerTimeout for its ISR.
+const markerRequestTimeout = txnMarkerTimeout + 5*time.Second
+
+// errMarkerSenderClosed is returned by send once the broker shuts down.
+var errMarkerSenderClosed = errors.New("transaction marker sender closed")
+
+// send sends req to leader and returns its response.
+func (s *markerSender) send(leader int32, req *kmsg.WriteTxnMarkersRequest) (*kmsg.WriteTxnMarkersResponse, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, errMarkerSenderClosed
+	}
+	if s.conns == nil {
+		s.conns = make(map[int32]*markerConn)
+	}
+	mc := s.conns[leader]
+	if mc == nil {
+		mc = &markerConn{}
+		s.conns[leader] = mc
+	}
+	s.mu.Unlock()
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	if mc.c == nil {
+		br, ok := s.b.meta.Image().Brokers[leader]
+		if !ok || br.Fenced {
+			return nil, fmt.Errorf("leader %d is not registered or fenced", leader)
+		}
+		addr := net.JoinHostPort(br.Host, strconv.Itoa(int(br.Port)))
+		conn, err := net.DialTimeout("tcp", addr, replicaSocketTimeout)
+		if err != nil {
+			return nil, fmt.Errorf("dial leader %d at %s: %w", leader, addr, err)
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			conn.Close()
+			return nil, errMarkerSenderClosed
+		}
+		mc.conn = conn
+		s.mu.Unlock()
+		clientID := "ringbroker-txn-markers-" + strconv.Itoa(int(s.b.cfg.NodeID))
+		mc.c = &replicaClient{conn: conn, format: kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID))}
+	}
+	resp := kmsg.NewPtrWriteTxnMarkersResponse()
+	if err := mc.c.roundTrip(req, resp, markerRequestTimeout); err != nil {
+		s.mu.Lock()
+		mc.conn = nil
+		s.mu.Unlock()
+		mc.c.conn.Close()
+		mc.c = nil
+		return nil, err
+	}
+	return resp, nil
+}
+
+// close closes every connection, ending the round trips in flight.
+func (s *markerSender) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for _, mc := range s.conns {
+		if mc.conn != nil {
+			mc.conn.Close()
+		}
+	}
+}

@@ -1,0 +1,70 @@
+package eventloop
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestLoopRunsPushedAndScheduled checks that functions pushed from other goroutines run on the
+// loop in push order, that timers fire once the clock passes them and not before, that a stopped
+// timer does not fire, and that Stop ends Run.
+func TestLoopRunsPushedAndScheduled(t *testing.T) {
+	clock := NewManualClock(time.Unix(1000, 0))
+	l, err := New(clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		l.Run()
+		close(done)
+	}()
+	var mu sync.Mutex
+	var got []string
+	note := func(s string) {
+		mu.Lock()
+		got = append(got, s)
+		mu.Unlock()
+	}
+	sync := func() {
+		ch := make(chan struct{})
+		l.Push(func() { close(ch) })
+		<-ch
+	}
+	fired := make(chan struct{})
+	l.Push(func() { note("a") })
+	l.Push(func() {
+		note("b")
+		l.Schedule(2*time.Second, func() {
+			note("timer 2s")
+			close(fired)
+		})
+		cancelled := l.Schedule(time.Second, func() { note("cancelled") })
+		cancelled.Stop()
+	})
+	sync()
+	clock.Advance(time.Second)
+	sync()
+	mu.Lock()
+	if !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("after 1 s: %v; want a b", got)
+	}
+	mu.Unlock()
+	clock.Advance(time.Second)
+	select {
+	case <-fired:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the 2 s timer did not fire once the clock passed it")
+	}
+	l.Push(l.Stop)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after Stop")
+	}
+	if !slices.Equal(got, []string{"a", "b", "timer 2s"}) {
+		t.Fatalf("after 2 s: %v; want a b, timer 2s", got)
+	}
+}
