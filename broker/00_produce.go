@@ -11,9 +11,9 @@ package broker
 // with their original offsets). Transactional batches are accepted and tracked by the log (the
 // first begins the producer's transaction; a non-transactional batch during one is
 // INVALID_TXN_STATE); WriteTxnMarkers ends them. A request with transactional batches but no
-// transactional id fails every partition with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka's. As there is no transaction coordinator yet,
-// nothing checks that the partition was added to the transaction (Kafka's KIP-890
-// verification). acks=0 gets no response, and the connection is closed when any
+// transactional id fails every partition with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka's.
+// A transactional batch that would begin its producer's transaction here is first verified with
+// the transaction coordinator (KIP-890, txnverify.go). acks=0 gets no response, and the connection is closed when any
 // partition failed, as Kafka does; acks=1 answers after the append, acks=-1 once the high watermark
 // passes the batch (at once when the leader is the only in-sync replica; NOT_ENOUGH_REPLICAS
 // below min.insync.replicas). In group-commit mode (topic config flush.group.commit)
@@ -67,6 +67,7 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 	// As Kafka's KafkaApis: transactional records need a transactional id, else every
 	// partition fails.
 	txnWithoutID := req.TransactionID == nil && hasTransactionalRecords(req)
+	unverified := b.verifyTxnPartitions(req, im, tbl)
 	now := time.Now()
 	leased := b.leaseHeld(now)
 	var waits []produceWait
@@ -123,6 +124,10 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 				}
 				if st := p.state(); req.Acks == -1 && len(st.isr) < st.minISR {
 					code, msg = kerr.NotEnoughReplicas, "The size of the current ISR "+strconv.Itoa(len(st.isr))+" is insufficient to satisfy the min.isr requirement of "+strconv.Itoa(st.minISR)
+					break
+				}
+				if code = unverified[rp]; code != nil {
+					msg = "the transaction coordinator did not verify this partition in the producer's transaction"
 					break
 				}
 				var upto int64

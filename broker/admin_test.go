@@ -157,13 +157,15 @@ func TestAdminAPIs(t *testing.T) {
 		}
 		req := kmsg.NewPtrInitProducerIDRequest()
 		req.TransactionalID = kmsg.StringPtr("tx")
-		// Sent to the broker directly: the client would first look for a transaction coordinator.
+		req.TransactionTimeoutMillis = 60000
+		// Sent to the broker directly, before any FindCoordinator created __transaction_state:
+		// the broker coordinates no transactional id yet.
 		raw, err := cl.Broker(1).Request(ctx, req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if resp := raw.(*kmsg.InitProducerIDResponse); resp.ErrorCode != kerr.UnsupportedVersion.Code {
-			t.Fatalf("transactional init: %v %+v", err, resp)
+		if resp := raw.(*kmsg.InitProducerIDResponse); resp.ErrorCode != kerr.NotCoordinator.Code {
+			t.Fatalf("transactional init: %v %+v; want NOT_COORDINATOR", err, resp)
 		}
 	})
 

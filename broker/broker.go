@@ -65,11 +65,12 @@ type Broker struct {
 	groupsLoaded map[int32]int32
 	// txns is the transaction coordinator; txnsLoaded says which __transaction_state partitions
 	// it was given and under which leader epoch (guarded by txnsLoadMu). markerSender carries its
-	// markers to other brokers.
+	// markers to other brokers, verifySender Produce's verifications to other coordinators.
 	txns         *txn.Coordinator
 	txnsLoadMu   sync.Mutex
 	txnsLoaded   map[int32]int32
-	markerSender markerSender
+	markerSender peerSender
+	verifySender peerSender
 
 	servers []*ring.Server
 	// reqPool is the request memory pool (queued.max.request.bytes): every request frame is
@@ -193,7 +194,8 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 	b.meta = ml
 	b.installControllerAPIs()
 	b.producerIDs.b = b
-	b.markerSender.b = b
+	b.markerSender = peerSender{b: b, purpose: "txn-markers"}
+	b.verifySender = peerSender{b: b, purpose: "txn-verify"}
 	b.stop = make(chan struct{})
 	dir := cfg.LogDirs[0]
 	clean, err := rlog.HasCleanShutdownMarker(dir)
@@ -425,6 +427,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	b.bg.Wait()
 	b.groups.Close()
 	b.markerSender.close()
+	b.verifySender.close()
 	b.txns.Close()
 	b.cleaner.Stop()
 	if b.writeback != nil {

@@ -100,6 +100,7 @@ type Config struct {
 	TxnAbortTimedOutInterval time.Duration // transaction.abort.timed.out.transaction.cleanup.interval.ms
 	TxnIDExpiration          time.Duration // transactional.id.expiration.ms
 	TxnRemoveExpiredInterval time.Duration // transaction.remove.expired.transaction.cleanup.interval.ms
+	TxnPartitionVerification bool          // transaction.partition.verification.enable
 	// LeaderReplicationThrottledRate and FollowerReplicationThrottledRate
 	// ({leader,follower}.replication.throttled.rate, dynamic broker configs in Kafka) bound
 	// the bytes per second of replication of the throttled replicas (topic configs
@@ -595,6 +596,8 @@ var brokerConfigDefs = []brokerConfigDef{
 		"how often the transaction coordinator aborts transactions open longer than their timeout"),
 	msDef("transactional.id.expiration.ms", kindInt, "604800000", func(c *Config) *time.Duration { return &c.TxnIDExpiration }, atLeast(1),
 		"a transactional id with no transaction for this long is removed"),
+	boolDef("transaction.partition.verification.enable", "true", func(c *Config) *bool { return &c.TxnPartitionVerification },
+		"verify with the transaction coordinator that a transactional batch beginning its producer's transaction in a partition belongs to the producer's Ongoing transaction (KIP-890), refusing it otherwise").live(),
 	msDef("transaction.remove.expired.transaction.cleanup.interval.ms", kindInt, "3600000", func(c *Config) *time.Duration { return &c.TxnRemoveExpiredInterval }, atLeast(1),
 		"how often expired transactional ids are removed"),
 	ignoredDef("listener.security.protocol.map", kindString),

@@ -30,6 +30,8 @@ func TestDefaultConfig(t *testing.T) {
 		ConsumerAssignors: []string{"uniform", "range"}, GroupMinSessionTimeout: 6 * time.Second, GroupMaxSessionTimeout: 30 * time.Minute,
 		MinInsyncReplicas: 1, ReplicaLagTimeMax: 30 * time.Second, ReplicaFetchMaxBytes: 1 << 20, ReplicaFetchRespMax: 10 << 20,
 		ReplicaFetchWaitMax: 500 * time.Millisecond, ReplicaFetchMinBytes: 1, ReplicaFetchBackoff: time.Second, OffsetsTopicReplicas: 3, OffsetsCommitTimeout: 5 * time.Second,
+		TxnStatePartitions: 50, TxnStateReplicas: 3, TxnStateMinISR: 2, TxnStateSegmentBytes: 104857600, TxnMaxTimeout: 15 * time.Minute,
+		TxnAbortTimedOutInterval: 10 * time.Second, TxnIDExpiration: 7 * 24 * time.Hour, TxnRemoveExpiredInterval: time.Hour, TxnPartitionVerification: true,
 		FetchSessionSlots: 1000, FetchSessionEvictionMin: 2 * time.Minute,
 		AutoLeaderRebalance: true, LeaderImbalanceCheckInterval: 300 * time.Second, LeaderImbalancePerBrokerPct: 10,
 		LogCacheWindowBytes: 64 << 20, LeaderReplicationThrottledRate: 1<<63 - 1, FollowerReplicationThrottledRate: 1<<63 - 1,

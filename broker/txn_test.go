@@ -16,6 +16,10 @@ import (
 	"ringbroker/internal/testutil"
 )
 
+// noTxnVerification turns KIP-890's verification off for tests of the partition side alone,
+// whose transactional batches no transaction coordinator knows.
+const noTxnVerification = "transaction.partition.verification.enable=false"
+
 // txnProducer is a producer id and epoch handed out by InitProducerId.
 type txnProducer struct {
 	id    int64
@@ -197,7 +201,7 @@ func TestTransactionsPartitionSide(t *testing.T) {
 }
 
 func testTransactionsPartitionSide(t *testing.T, io string) {
-	b := startBroker(t, io, t.TempDir())
+	b := startBroker(t, io, t.TempDir(), noTxnVerification)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cl := newClient(t, b)
@@ -327,7 +331,7 @@ func testTransactionsPartitionSide(t *testing.T, io string) {
 // TestTxnMarkersReplicated: WriteTxnMarkers answers once the ISR has the marker, and the
 // followers, replicating it like any batch, list the aborted transaction too.
 func TestTxnMarkersReplicated(t *testing.T) {
-	bs, ctx, _ := replicatedCluster(t, "rtx", 1, nil)
+	bs, ctx, _ := replicatedCluster(t, "rtx", 1, nil, func(c *Config) { c.TxnPartitionVerification = false })
 	cl := newClient(t, bs[0], clusterSeeds(bs))
 	leaderID := bs[0].meta.Image().Topics["rtx"].Partitions[0].Leader
 	var leader *Broker

@@ -192,8 +192,8 @@ func (w txnMarkerWriter) WriteMarkers(m txn.Markers, done func(failed []txn.Topi
 			continue
 		}
 		go func() {
-			resp, err := b.markerSender.send(leader, req)
-			if err != nil {
+			resp := kmsg.NewPtrWriteTxnMarkersResponse()
+			if err := b.markerSender.send(leader, req, resp, markerRequestTimeout); err != nil {
 				b.logger.Warn("send transaction markers", "leader", leader, "producer_id", m.ProducerID, "err", err)
 				finish(tps)
 				return
@@ -243,18 +243,21 @@ func failedMarkers(resp *kmsg.WriteTxnMarkersResponse, tps []txn.TopicPartition)
 	return failed
 }
 
-// markerSender keeps one connection per partition leader for WriteTxnMarkers requests.
-type markerSender struct {
-	b  *Broker
-	mu sync.Mutex
+// peerSender keeps one connection per broker for the requests one broker sends another
+// (WriteTxnMarkers to partition leaders, AddPartitionsToTxn to transaction coordinators).
+type peerSender struct {
+	// purpose names the sender in its client id.
+	purpose string
+	b       *Broker
+	mu      sync.Mutex
 	// conns are the leaders' connections; closed is set by close, after which none is dialled.
-	conns  map[int32]*markerConn
+	conns  map[int32]*peerConn
 	closed bool
 }
 
-// markerConn is one leader's connection; requests on it take turns under mu. conn is the
+// peerConn is one broker's connection; requests on it take turns under mu. conn is the
 // socket, guarded by the sender's mu, so that close can end a round trip in flight.
-type markerConn struct {
+type peerConn struct {
 	mu   sync.Mutex
 	c    *replicaClient
 	conn net.Conn
@@ -264,22 +267,22 @@ type markerConn struct {
 // txnMarkerTimeout for its ISR.
 const markerRequestTimeout = txnMarkerTimeout + 5*time.Second
 
-// errMarkerSenderClosed is returned by send once the broker shuts down.
-var errMarkerSenderClosed = errors.New("transaction marker sender closed")
+// errPeerSenderClosed is returned by send once the broker shuts down.
+var errPeerSenderClosed = errors.New("peer request sender closed")
 
-// send sends req to leader and returns its response.
-func (s *markerSender) send(leader int32, req *kmsg.WriteTxnMarkersRequest) (*kmsg.WriteTxnMarkersResponse, error) {
+// send sends req to broker leader and decodes its response into resp within timeout.
+func (s *peerSender) send(leader int32, req kmsg.Request, resp kmsg.Response, timeout time.Duration) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return nil, errMarkerSenderClosed
+		return errPeerSenderClosed
 	}
 	if s.conns == nil {
-		s.conns = make(map[int32]*markerConn)
+		s.conns = make(map[int32]*peerConn)
 	}
 	mc := s.conns[leader]
 	if mc == nil {
-		mc = &markerConn{}
+		mc = &peerConn{}
 		s.conns[leader] = mc
 	}
 	s.mu.Unlock()
@@ -288,38 +291,37 @@ func (s *markerSender) send(leader int32, req *kmsg.WriteTxnMarkersRequest) (*km
 	if mc.c == nil {
 		br, ok := s.b.meta.Image().Brokers[leader]
 		if !ok || br.Fenced {
-			return nil, fmt.Errorf("leader %d is not registered or fenced", leader)
+			return fmt.Errorf("broker %d is not registered or fenced", leader)
 		}
 		addr := net.JoinHostPort(br.Host, strconv.Itoa(int(br.Port)))
 		conn, err := net.DialTimeout("tcp", addr, replicaSocketTimeout)
 		if err != nil {
-			return nil, fmt.Errorf("dial leader %d at %s: %w", leader, addr, err)
+			return fmt.Errorf("dial broker %d at %s: %w", leader, addr, err)
 		}
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
 			conn.Close()
-			return nil, errMarkerSenderClosed
+			return errPeerSenderClosed
 		}
 		mc.conn = conn
 		s.mu.Unlock()
-		clientID := "ringbroker-txn-markers-" + strconv.Itoa(int(s.b.cfg.NodeID))
+		clientID := "ringbroker-" + s.purpose + "-" + strconv.Itoa(int(s.b.cfg.NodeID))
 		mc.c = &replicaClient{conn: conn, format: kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID))}
 	}
-	resp := kmsg.NewPtrWriteTxnMarkersResponse()
-	if err := mc.c.roundTrip(req, resp, markerRequestTimeout); err != nil {
+	if err := mc.c.roundTrip(req, resp, timeout); err != nil {
 		s.mu.Lock()
 		mc.conn = nil
 		s.mu.Unlock()
 		mc.c.conn.Close()
 		mc.c = nil
-		return nil, err
+		return err
 	}
-	return resp, nil
+	return nil
 }
 
 // close closes every connection, ending the round trips in flight.
-func (s *markerSender) close() {
+func (s *peerSender) close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true

@@ -280,3 +280,58 @@ func TestTransactionsAcrossNodes(t *testing.T) {
 		t.Fatalf("read_committed saw %v; want %v", got, want)
 	}
 }
+
+// TestProduceVerifiesTransaction sends a transactional batch to a partition its producer did not
+// add to its transaction: the coordinator does not verify it and Produce refuses it with
+// INVALID_TXN_STATE, writing nothing; once the partition is added, the same batch is written.
+func TestProduceVerifiesTransaction(t *testing.T) {
+	b := startBroker(t, "netpoll", t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := newClient(t, b)
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "verified"); err != nil {
+		t.Fatal(err)
+	}
+	const id = "txn-test" // the transactional id produceRaw sends
+	find := kmsg.NewPtrFindCoordinatorRequest()
+	find.CoordinatorType, find.CoordinatorKey = 1, id
+	if _, err := find.RequestWith(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	init := kmsg.NewPtrInitProducerIDRequest()
+	init.TransactionalID, init.TransactionTimeoutMillis = kmsg.StringPtr(id), 60000
+	var p txnProducer
+	for {
+		resp, err := init.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ErrorCode == 0 {
+			p = txnProducer{resp.ProducerID, resp.ProducerEpoch}
+			break
+		}
+		if resp.ErrorCode != kerr.CoordinatorLoadInProgress.Code || ctx.Err() != nil {
+			t.Fatalf("init producer id: %v", kerr.ErrorForCode(resp.ErrorCode))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code, _ := produceRaw(ctx, t, b, cl, "verified", p, 0, txnWithID, "stray"); code != kerr.InvalidTxnState.Code {
+		t.Fatalf("batch of a partition outside the transaction: %v; want INVALID_TXN_STATE", kerr.ErrorForCode(code))
+	}
+	if _, end := endOffsets(t, adm, "verified"); end != 0 {
+		t.Fatalf("end offset %d after a refused batch; want 0", end)
+	}
+	add := kmsg.NewPtrAddPartitionsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch = id, p.id, p.epoch
+	at := kmsg.NewAddPartitionsToTxnRequestTopic()
+	at.Topic, at.Partitions = "verified", []int32{0}
+	add.Topics = append(add.Topics, at)
+	resp, err := add.RequestWith(ctx, cl)
+	if err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("add partition: %v %+v", err, resp)
+	}
+	if code, base := produceRaw(ctx, t, b, cl, "verified", p, 0, txnWithID, "added"); code != 0 || base != 0 {
+		t.Fatalf("batch of an added partition: %v at %d; want written at 0", kerr.ErrorForCode(code), base)
+	}
+}

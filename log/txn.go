@@ -419,3 +419,13 @@ func (l *Log) AbortedTransactions(from, upto int64) []AbortedTxn {
 	}
 	return out
 }
+
+// InTransaction reports whether producerID has a transaction ongoing in this partition: a
+// transactional batch of it written since its last marker. Produce asks the transaction
+// coordinator to verify only the batches that would begin one (KIP-890).
+func (l *Log) InTransaction(producerID int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.producers.ongoing[producerID]
+	return ok
+}

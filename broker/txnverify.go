@@ -1,0 +1,158 @@
+package broker
+
+import (
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/broker/meta"
+	"ringbroker/internal/recordbatch"
+	"ringbroker/wire"
+)
+
+// This file is KIP-890 part 1 on the partition side, as Kafka's transaction.partition.verification:
+// before a transactional batch that would begin its producer's transaction in a partition is
+// written, the partition's leader asks the transaction coordinator whether the producer added the
+// partition to its Ongoing transaction (AddPartitionsToTxn v4, VerifyOnly). A batch of a
+// transaction that has ended, or of a zombie producer, is refused instead of beginning a
+// transaction that nothing would ever end (a hanging transaction, holding the last stable offset
+// back for ever).
+
+// txnVerifyTimeout bounds the wait for the coordinator's answer.
+const txnVerifyTimeout = 10 * time.Second
+
+// unverifiedTxn is one partition of a Produce request to verify.
+type unverifiedTxn struct {
+	rp    *kmsg.ProduceRequestTopicPartition
+	topic string
+}
+
+// verifyTxnPartitions returns the error of each partition of req whose transactional batch would
+// begin a transaction here and that the coordinator did not verify: INVALID_TXN_STATE for a
+// partition not in the producer's transaction, INVALID_PRODUCER_EPOCH for a fenced producer,
+// NOT_ENOUGH_REPLICAS (which every client retries) while the coordinator cannot answer, as
+// Kafka's AddPartitionsToTxnManager maps them. Nil when nothing needs verifying.
+func (b *Broker) verifyTxnPartitions(req *kmsg.ProduceRequest, im *meta.Image, tbl *partitionTable) map[*kmsg.ProduceRequestTopicPartition]*kerr.Error {
+	if req.TransactionID == nil || !b.live().TxnPartitionVerification {
+		return nil
+	}
+	var todo []unverifiedTxn
+	pid, epoch := int64(-1), int16(-1)
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		topic := im.Topics[rt.Topic]
+		if req.Version >= 13 {
+			topic = im.TopicsByID[meta.UUID(rt.TopicID)]
+		}
+		if topic == nil {
+			continue
+		}
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			batch := wire.Batch(rp.Records)
+			if len(batch) < recordbatch.HeaderSize || !batch.IsTransactional() {
+				continue
+			}
+			p := tbl.leaderID(topic.ID, rp.Partition)
+			if p == nil || p.log.InTransaction(batch.ProducerID()) {
+				continue
+			}
+			pid, epoch = batch.ProducerID(), batch.ProducerEpoch()
+			todo = append(todo, unverifiedTxn{rp: rp, topic: topic.Name})
+		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	verify := kmsg.NewPtrAddPartitionsToTxnRequest()
+	verify.Version = 4
+	tx := kmsg.NewAddPartitionsToTxnRequestTransaction()
+	tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tx.VerifyOnly = *req.TransactionID, pid, epoch, true
+	for _, u := range todo {
+		if n := len(tx.Topics); n > 0 && tx.Topics[n-1].Topic == u.topic {
+			tx.Topics[n-1].Partitions = append(tx.Topics[n-1].Partitions, u.rp.Partition)
+			continue
+		}
+		t := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
+		t.Topic, t.Partitions = u.topic, []int32{u.rp.Partition}
+		tx.Topics = append(tx.Topics, t)
+	}
+	verify.Transactions = []kmsg.AddPartitionsToTxnRequestTransaction{tx}
+	resp, err := b.askTxnCoordinator(*req.TransactionID, verify)
+	out := make(map[*kmsg.ProduceRequestTopicPartition]*kerr.Error, len(todo))
+	if err != nil {
+		b.logger.Warn("verify transactional produce", "transactional_id", *req.TransactionID, "err", err)
+		for _, u := range todo {
+			out[u.rp] = kerr.NotEnoughReplicas
+		}
+		return out
+	}
+	codes := make(map[string]map[int32]int16)
+	if len(resp.Transactions) == 1 {
+		for _, t := range resp.Transactions[0].Topics {
+			for _, p := range t.Partitions {
+				if codes[t.Topic] == nil {
+					codes[t.Topic] = make(map[int32]int16)
+				}
+				codes[t.Topic][p.Partition] = p.ErrorCode
+			}
+		}
+	}
+	for _, u := range todo {
+		code, ok := codes[u.topic][u.rp.Partition]
+		switch {
+		case !ok:
+			out[u.rp] = kerr.NotEnoughReplicas
+		case code == 0:
+		default:
+			out[u.rp] = produceVerifyError(code)
+		}
+	}
+	return out
+}
+
+// produceVerifyError is the Produce error of a partition the coordinator did not verify.
+func produceVerifyError(code int16) *kerr.Error {
+	switch code {
+	case kerr.CoordinatorNotAvailable.Code, kerr.NotCoordinator.Code, kerr.CoordinatorLoadInProgress.Code,
+		kerr.ConcurrentTransactions.Code, kerr.UnknownServerError.Code:
+		return kerr.NotEnoughReplicas
+	case kerr.ProducerFenced.Code:
+		return kerr.InvalidProducerEpoch
+	}
+	if e, ok := kerr.ErrorForCode(code).(*kerr.Error); ok {
+		return e
+	}
+	return kerr.InvalidTxnState
+}
+
+// errNoTxnCoordinator is returned when the transactional id's coordinator is not known.
+var errNoTxnCoordinator = errors.New("the transaction coordinator is not available")
+
+// askTxnCoordinator sends req to the transaction coordinator of id, this broker's own or
+// another's, and waits for its answer.
+func (b *Broker) askTxnCoordinator(id string, req *kmsg.AddPartitionsToTxnRequest) (*kmsg.AddPartitionsToTxnResponse, error) {
+	coordinator, ok := txnCoordinatorFor(b, id)
+	if !ok {
+		return nil, errNoTxnCoordinator
+	}
+	if coordinator.nodeID != b.cfg.NodeID {
+		resp := kmsg.NewPtrAddPartitionsToTxnResponse()
+		if err := b.verifySender.send(coordinator.nodeID, req, resp, txnVerifyTimeout); err != nil {
+			return nil, err
+		}
+		return resp, nil
+	}
+	answer := make(chan kmsg.Response, 1)
+	if err := b.txns.Handle(req, func(r kmsg.Response) { answer <- r }); err != nil {
+		return nil, err
+	}
+	select {
+	case r := <-answer:
+		return r.(*kmsg.AddPartitionsToTxnResponse), nil
+	case <-time.After(txnVerifyTimeout):
+		return nil, errors.New("the transaction coordinator did not answer")
+	}
+}
