@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -489,10 +490,10 @@ func TestCleanerSwapRecovery(t *testing.T) {
 				t.Fatalf("fixture has %d sealed segments; want at least 2", len(group))
 			}
 			st := CleanStats{}
-			flt := &filter{mapEnd: f.l.active.base, now: f.clock().UnixMilli(), minHorizon: 1 << 62, stats: &st, offsets: f.c.offsets,
+			flt := &filter{mapEnd: f.l.active.base, now: f.clock().UnixMilli(), minHorizon: 1 << 62, stats: &st, offsets: f.c.offsets, firstUnstable: math.MaxInt64,
 				txnRetained: map[int64]bool{}, removedMarkers: map[int64]bool{}}
 			r := f.l.cleanableRange(&CompactionConfig{}, 0, flt.now)
-			if _, err := f.c.buildOffsetMap(r.segs, r); err != nil {
+			if _, err := f.c.buildOffsetMap(r.segs, r, flt); err != nil {
 				t.Fatal(err)
 			}
 			cleaned, err := f.c.cleanGroup(f.l, group, &cfg, flt)

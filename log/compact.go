@@ -14,13 +14,13 @@ package log
 // records are all dropped stays as an empty batch when it is that producer's last batch, so
 // the producer's sequence survives. Transactions, after Kafka's cleaner: the batches of an
 // aborted transaction (one with a .txnindex entry whose transaction is no longer unstable:
-// decided and replicated) are removed, but for a producer's last batch, which stays empty;
-// other transactional batches (committed or undecided) are copied unchanged, and
-// transactional records never enter the key map, so no transactional record makes another
-// record go. A marker whose transaction has no batch left gets a delete horizon like a
+// decided and replicated) are removed, but for a producer's last batch, which stays empty,
+// and never enter the key map. A marker whose transaction has no batch left gets a delete horizon like a
 // tombstone and goes after it, with its .txnindex entry; the other entries of a group go to
-// the cleaned segment. Unlike Kafka's cleaner, committed transactional records are not
-// compacted (their markers therefore stay).
+// the cleaned segment. Records of committed transactions (decided, below the first unstable
+// offset, and not aborted) are compacted like any other, so their markers go too once none of
+// their records is left; those of undecided transactions are copied unchanged and stay out of
+// the key map.
 //
 // Compressed batches are decompressed with internal/codec and rewritten with the same codec
 // and a fresh CRC.
@@ -124,13 +124,14 @@ func (c *Cleaner) clean(l *Log, force bool) (CleanStats, error) {
 		return st, nil
 	}
 
-	mapEnd, err := c.buildOffsetMap(held, r)
+	f := &filter{now: now, deleteRetention: cc.DeleteRetention.Milliseconds(),
+		producerLast: producerLast, aborted: aborted, firstUnstable: firstUnstable, txnRetained: map[int64]bool{},
+		removedMarkers: map[int64]bool{}, minHorizon: math.MaxInt64, stats: &st, offsets: c.offsets}
+	mapEnd, err := c.buildOffsetMap(held, r, f)
 	if err != nil {
 		return st, fmt.Errorf("clean %s: build offset map: %w", l.dir, err)
 	}
-	f := &filter{mapEnd: mapEnd, now: now, deleteRetention: cc.DeleteRetention.Milliseconds(),
-		producerLast: producerLast, aborted: aborted, firstUnstable: firstUnstable, txnRetained: map[int64]bool{},
-		removedMarkers: map[int64]bool{}, minHorizon: math.MaxInt64, stats: &st, offsets: c.offsets}
+	f.mapEnd = mapEnd
 	var toClean []*segment
 	for _, s := range held {
 		if s.base < mapEnd {
@@ -172,9 +173,10 @@ func (c *Cleaner) clean(l *Log, force bool) (CleanStats, error) {
 }
 
 // buildOffsetMap fills c.offsets with the latest offset of every key in the dirty segments of
-// r, stopping at a batch boundary when the map is full. It returns the offset after the last
-// mapped batch (the end of what this cleaning may drop records for).
-func (c *Cleaner) buildOffsetMap(segs []*segment, r cleanRange) (int64, error) {
+// r, stopping at a batch boundary when the map is full. Control batches, and transactional
+// batches of aborted or undecided transactions (f), are not mapped. It returns the offset after
+// the last mapped batch (the end of what this cleaning may drop records for).
+func (c *Cleaner) buildOffsetMap(segs []*segment, r cleanRange, f *filter) (int64, error) {
 	clear(c.offsets)
 	end := r.end
 	for _, s := range segs {
@@ -189,7 +191,7 @@ func (c *Cleaner) buildOffsetMap(segs []*segment, r cleanRange) (int64, error) {
 			}
 			b := s.data[pos : pos+h.size()]
 			pos += h.size()
-			if h.lastOffset() < r.firstDirty || h.isControl() || h.attributes&recordbatch.AttrTransactional != 0 {
+			if h.lastOffset() < r.firstDirty || h.isControl() || (h.isTransactional() && !f.committed(&h)) {
 				continue
 			}
 			if len(c.offsets) >= c.maxEntries {
@@ -373,6 +375,12 @@ func (l *Log) decidedAborts() map[int64][]abortedTxn {
 	return out
 }
 
+// committed reports whether transactional data batch h belongs to a committed transaction: one
+// decided (it starts below the first unstable offset) and not aborted.
+func (f *filter) committed(h *batchHeader) bool {
+	return h.baseOffset < f.firstUnstable && !f.inAbortedTxn(h)
+}
+
 // inAbortedTxn reports whether data batch h belongs to an aborted transaction of f.aborted.
 func (f *filter) inAbortedTxn(h *batchHeader) bool {
 	for _, a := range f.aborted[h.producerID] {
@@ -401,12 +409,24 @@ func (c *Cleaner) filterBatch(b []byte, h *batchHeader, f *filter) (out []byte, 
 			f.txnRetained[h.producerID] = true
 		}
 		return out, false, nil
-	case h.isTransactional():
+	case h.isTransactional() && (h.numRecords == 0 || !f.committed(h)):
 		f.txnRetained[h.producerID] = true
 		return b, true, nil
 	case h.numRecords == 0:
 		return b, true, nil
+	case h.isTransactional():
+		out, same, err = c.filterRecords(b, h, f, hasHorizon)
+		if out != nil {
+			f.txnRetained[h.producerID] = true
+		}
+		return out, same, err
 	}
+	return c.filterRecords(b, h, f, hasHorizon)
+}
+
+// filterRecords keeps the records of data batch b that no later record of the offset map
+// supersedes and that are not tombstones past their delete horizon.
+func (c *Cleaner) filterRecords(b []byte, h *batchHeader, f *filter, hasHorizon bool) (out []byte, same bool, err error) {
 	c.kept = c.kept[:0]
 	tombstones := false
 	err = c.eachRecord(b, h, func(rec *rawRecord) {

@@ -515,7 +515,8 @@ func TestTxnCompaction(t *testing.T) {
 		}
 	}
 	f.clean(t)
-	kept := []string{"3:" + abortKey + "=" + markerValue, "4:j=j1", "5:j=committed", "6:" + commitKey + "=" + markerValue,
+	// The committed "j" (5) supersedes the plain one before it (4), as in Kafka's cleaner.
+	kept := []string{"3:" + abortKey + "=" + markerValue, "5:j=committed", "6:" + commitKey + "=" + markerValue,
 		"7:k=v2", "9:x=x2", "11:" + abortKey + "=" + markerValue, "12:v=after", "13:z=open"}
 	check(kept, abortedTxn{1, 1, 3, 4}, abortedTxn{4, 10, 11, 12})
 	if _, err := os.Stat(segmentPath(f.dir, 3, txnIndexSuffix)); !errors.Is(err, os.ErrNotExist) {
@@ -537,4 +538,42 @@ func TestTxnCompaction(t *testing.T) {
 	f.l = l
 	f.c.Add(l, cc)
 	check(kept, abortedTxn{1, 1, 3, 4})
+}
+
+// TestTxnCompactionCommitted compacts a committed transaction's record away: its batch goes, its
+// COMMIT marker gets a delete horizon and goes after it, while a later committed transaction of
+// the same producer, whose record is the latest of its key, stays with its marker.
+func TestTxnCompactionCommitted(t *testing.T) {
+	cc := DefaultCompactionConfig()
+	f := newCleanerFixture(t, testConfig(), cc)
+	l := f.l
+	txn := func(seq int32, recs ...kv) []byte {
+		b := keyedBatch(t, batchOpts{ts: 1000, producerID: 5, epoch: 0, seq: seq}, recs...)
+		setAttributes(b, recordbatch.AttrTransactional)
+		return b
+	}
+	mustAppend(t, l, txn(0, put("a", "1")))                            // 0
+	mustAppend(t, l, marker(t, 5, 0, true, 0))                         // 1: commit
+	mustAppend(t, l, txn(1, put("b", "x")))                            // 2
+	mustAppend(t, l, marker(t, 5, 0, true, 0))                         // 3: commit
+	mustAppend(t, l, keyedBatch(t, plainOpts(0, 1000), put("a", "2"))) // 4
+	f.roll(t)
+	l.NoteHighWatermark(l.LogEndOffset()) // the markers are replicated: both transactions decided
+	const commitKey, markerValue = "\x00\x00\x00\x01", "\x00\x00\x00\x00\x00\x00"
+	check := func(want ...string) {
+		t.Helper()
+		recs, _ := readRecords(t, l)
+		var got []string
+		for _, r := range recs {
+			got = append(got, r.String())
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("after cleaning: %q; want %q", got, want)
+		}
+	}
+	f.clean(t)
+	check("1:"+commitKey+"="+markerValue, "2:b=x", "3:"+commitKey+"="+markerValue, "4:a=2")
+	f.advance(cc.DeleteRetention + time.Second)
+	f.clean(t)
+	check("2:b=x", "3:"+commitKey+"="+markerValue, "4:a=2")
 }
