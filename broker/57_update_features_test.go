@@ -47,8 +47,9 @@ func TestFeatureRecords(t *testing.T) {
 		{name: "v0 downgrade allowed", version: 0, feature: featureGroupVersion, level: 0, allow: true},
 		{name: "v0 downgrade not allowed", version: 0, feature: featureGroupVersion, level: 0,
 			want: "Can't downgrade the version of this feature"},
-		{name: "a feature ringbroker keeps at 0", version: 1, feature: "transaction.version", level: 2, typ: upgradeOnly,
-			want: "Invalid update version 2 for feature transaction.version. Local controller 1 only supports versions 0-0"},
+		{name: "a feature ringbroker keeps at 0", version: 1, feature: "share.version", level: 1, typ: upgradeOnly,
+			want: "Invalid update version 1 for feature share.version. Local controller 1 only supports versions 0-0"},
+		{name: "transaction.version downgrade to 1", version: 1, feature: featureTransactionVersion, level: 1, typ: safeDowngrade},
 		{name: "unknown upgrade type", version: 1, feature: featureGroupVersion, level: 1, typ: 4, want: "Unknown upgrade type 4"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

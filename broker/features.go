@@ -18,6 +18,9 @@ type featureSpec struct {
 const (
 	featureMetadataVersion = "metadata.version"
 	featureGroupVersion    = "group.version"
+	// featureTransactionVersion 2 is KIP-890 part 2: an epoch bump per transaction, partitions
+	// added by their leaders.
+	featureTransactionVersion = "transaction.version"
 	// metadataVersionMin and metadataVersionMax are 3.3-IV3 and 4.1-IV1: the metadata
 	// versions a Kafka 4.1 broker supports, which ringbroker's metadata stands in for.
 	metadataVersionMin = 7
@@ -25,8 +28,8 @@ const (
 )
 
 // features lists the features ringbroker reports (ApiVersions) and finalizes (UpdateFeatures),
-// sorted by name. group.version 1 is the KIP-848 consumer protocol; the others stay at 0 until
-// ringbroker implements them: transactions (transaction.version), eligible leader replicas
+// sorted by name. group.version 1 is the KIP-848 consumer protocol, transaction.version 2
+// KIP-890's transactions; the others stay at 0 until ringbroker implements them: eligible leader replicas
 // (KIP-966), share groups, dynamic quorums (kraft.version, KIP-853).
 func features() []featureSpec {
 	return []featureSpec{
@@ -35,7 +38,7 @@ func features() []featureSpec {
 		{name: "kraft.version"},
 		{name: featureMetadataVersion, min: metadataVersionMin, max: metadataVersionMax, bootstrap: metadataVersionMax},
 		{name: "share.version"},
-		{name: "transaction.version"},
+		{name: featureTransactionVersion, max: 2, bootstrap: 2},
 	}
 }
 

@@ -517,7 +517,11 @@ func TestTopicConfigReachesEveryReplica(t *testing.T) {
 					return fmt.Errorf("node %d has no open log of tc-0", b.cfg.NodeID)
 				}
 				if got := ps[0].log.Config().RetentionMs; got != want {
-					return fmt.Errorf("node %d: retention.ms %d in its open log; want %d", b.cfg.NodeID, got, want)
+					b.partsMu.Lock()
+					seen := ps[0].configs
+					b.partsMu.Unlock()
+					return fmt.Errorf("node %d: retention.ms %d in its open log; want %d (image at %d has configs %v, the partition was last given %v)",
+						b.cfg.NodeID, got, want, b.meta.Image().Offset, b.meta.Image().Topics["tc"].Configs, seen)
 				}
 			}
 			return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // consumeAll reads topic from the start with isolation until it has seen want records or the
@@ -244,11 +245,13 @@ func TestTransactionsAcrossNodes(t *testing.T) {
 			t.Fatalf("end transaction: %v", err)
 		}
 	}
+	start := time.Now()
 	produce(txn("a"))
 	end(kgo.TryCommit)
 	produce(txn("x"))
 	end(kgo.TryAbort)
 	produce(txn("b"))
+	t.Logf("three transactions over six partitions in %v", time.Since(start))
 
 	coordinator := adm.FindTxnCoordinators(ctx, id)[id]
 	if coordinator.Err != nil {
@@ -262,7 +265,9 @@ func TestTransactionsAcrossNodes(t *testing.T) {
 		}
 		live = append(live, b)
 	}
+	start = time.Now()
 	end(kgo.TryCommit)
+	t.Logf("committed through the new coordinator in %v", time.Since(start))
 
 	var want []string
 	for _, r := range append(txn("a"), txn("b")...) {
@@ -281,41 +286,21 @@ func TestTransactionsAcrossNodes(t *testing.T) {
 	}
 }
 
-// TestProduceVerifiesTransaction sends a transactional batch to a partition its producer did not
-// add to its transaction: the coordinator does not verify it and Produce refuses it with
-// INVALID_TXN_STATE, writing nothing; once the partition is added, the same batch is written.
+// TestProduceVerifiesTransaction sends a transactional batch, with Produce v11 (a client of
+// transaction version 1), to a partition its producer did not add to its transaction: the
+// coordinator does not verify it and Produce refuses it with INVALID_TXN_STATE, writing nothing;
+// once the partition is added, the same batch is written.
 func TestProduceVerifiesTransaction(t *testing.T) {
 	b := startBroker(t, "netpoll", t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl := newClient(t, b)
+	cl := newClient(t, b, kgo.MaxVersions(kversion.V3_6_0()))
 	adm := kadm.NewClient(cl)
 	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "verified"); err != nil {
 		t.Fatal(err)
 	}
 	const id = "txn-test" // the transactional id produceRaw sends
-	find := kmsg.NewPtrFindCoordinatorRequest()
-	find.CoordinatorType, find.CoordinatorKey = 1, id
-	if _, err := find.RequestWith(ctx, cl); err != nil {
-		t.Fatal(err)
-	}
-	init := kmsg.NewPtrInitProducerIDRequest()
-	init.TransactionalID, init.TransactionTimeoutMillis = kmsg.StringPtr(id), 60000
-	var p txnProducer
-	for {
-		resp, err := init.RequestWith(ctx, cl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if resp.ErrorCode == 0 {
-			p = txnProducer{resp.ProducerID, resp.ProducerEpoch}
-			break
-		}
-		if resp.ErrorCode != kerr.CoordinatorLoadInProgress.Code || ctx.Err() != nil {
-			t.Fatalf("init producer id: %v", kerr.ErrorForCode(resp.ErrorCode))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	p := initTxnProducer(ctx, t, cl, id)
 	if code, _ := produceRaw(ctx, t, b, cl, "verified", p, 0, txnWithID, "stray"); code != kerr.InvalidTxnState.Code {
 		t.Fatalf("batch of a partition outside the transaction: %v; want INVALID_TXN_STATE", kerr.ErrorForCode(code))
 	}
@@ -333,5 +318,58 @@ func TestProduceVerifiesTransaction(t *testing.T) {
 	}
 	if code, base := produceRaw(ctx, t, b, cl, "verified", p, 0, txnWithID, "added"); code != 0 || base != 0 {
 		t.Fatalf("batch of an added partition: %v at %d; want written at 0", kerr.ErrorForCode(code), base)
+	}
+}
+
+// TestProduceAddsPartitionForTV2 sends a transactional batch with Produce v12+ on a cluster at
+// transaction.version 2: the leader adds the partition to the producer's transaction itself
+// (KIP-890 part 2), and DescribeTransactions shows it Ongoing with that partition.
+func TestProduceAddsPartitionForTV2(t *testing.T) {
+	b := startBroker(t, "netpoll", t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := newClient(t, b)
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "implicit"); err != nil {
+		t.Fatal(err)
+	}
+	const id = "txn-test"
+	p := initTxnProducer(ctx, t, cl, id)
+	if code, base := produceRaw(ctx, t, b, cl, "implicit", p, 0, txnWithID, "implicit"); code != 0 || base != 0 {
+		t.Fatalf("batch of a transaction version 2 producer: %v at %d; want written at 0", kerr.ErrorForCode(code), base)
+	}
+	d, err := adm.DescribeTransactions(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := d[id]
+	if st.State != "Ongoing" || len(st.Topics["implicit"]) != 1 {
+		t.Fatalf("after the produce: %+v; want Ongoing with implicit-0", st)
+	}
+}
+
+// initTxnProducer creates the transaction coordinator's topic with a FindCoordinator for id and
+// returns the producer InitProducerId gives id once its partition is loaded.
+func initTxnProducer(ctx context.Context, t *testing.T, cl *kgo.Client, id string) txnProducer {
+	t.Helper()
+	find := kmsg.NewPtrFindCoordinatorRequest()
+	find.CoordinatorType, find.CoordinatorKey = 1, id
+	if _, err := find.RequestWith(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	init := kmsg.NewPtrInitProducerIDRequest()
+	init.TransactionalID, init.TransactionTimeoutMillis = kmsg.StringPtr(id), 60000
+	for {
+		resp, err := init.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ErrorCode == 0 {
+			return txnProducer{resp.ProducerID, resp.ProducerEpoch}
+		}
+		if resp.ErrorCode != kerr.CoordinatorLoadInProgress.Code || ctx.Err() != nil {
+			t.Fatalf("init producer id: %v", kerr.ErrorForCode(resp.ErrorCode))
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -12,10 +12,11 @@ import (
 	"ringbroker/wire"
 )
 
-// This file is KIP-890 part 1 on the partition side, as Kafka's transaction.partition.verification:
+// This file is KIP-890 on the partition side, as Kafka's transaction.partition.verification:
 // before a transactional batch that would begin its producer's transaction in a partition is
 // written, the partition's leader asks the transaction coordinator whether the producer added the
-// partition to its Ongoing transaction (AddPartitionsToTxn v4, VerifyOnly). A batch of a
+// partition to its Ongoing transaction (AddPartitionsToTxn v5, VerifyOnly), or, for a transaction
+// version 2 producer (Produce v12+ with transaction.version 2 finalized), adds it. A batch of a
 // transaction that has ended, or of a zombie producer, is refused instead of beginning a
 // transaction that nothing would ever end (a hanging transaction, holding the last stable offset
 // back for ever).
@@ -56,7 +57,7 @@ func (b *Broker) verifyTxnPartitions(req *kmsg.ProduceRequest, im *meta.Image, t
 				continue
 			}
 			p := tbl.leaderID(topic.ID, rp.Partition)
-			if p == nil || p.log.InTransaction(batch.ProducerID()) {
+			if p == nil || p.log.InTransaction(batch.ProducerID(), batch.ProducerEpoch()) {
 				continue
 			}
 			pid, epoch = batch.ProducerID(), batch.ProducerEpoch()
@@ -66,10 +67,17 @@ func (b *Broker) verifyTxnPartitions(req *kmsg.ProduceRequest, im *meta.Image, t
 	if len(todo) == 0 {
 		return nil
 	}
+	// A Produce v12+ client of a cluster at transaction.version 2 adds no partition itself
+	// (KIP-890 part 2): the leader adds it on its behalf (v5) instead of only verifying (v4,
+	// whose refusal is INVALID_TXN_STATE, which clients of Produce before v12 know).
+	add := req.Version >= 12 && featureLevel(im, featureTransactionVersion) >= 2
 	verify := kmsg.NewPtrAddPartitionsToTxnRequest()
 	verify.Version = 4
+	if add {
+		verify.Version = 5
+	}
 	tx := kmsg.NewAddPartitionsToTxnRequestTransaction()
-	tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tx.VerifyOnly = *req.TransactionID, pid, epoch, true
+	tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tx.VerifyOnly = *req.TransactionID, pid, epoch, !add
 	for _, u := range todo {
 		if n := len(tx.Topics); n > 0 && tx.Topics[n-1].Topic == u.topic {
 			tx.Topics[n-1].Partitions = append(tx.Topics[n-1].Partitions, u.rp.Partition)
@@ -106,6 +114,10 @@ func (b *Broker) verifyTxnPartitions(req *kmsg.ProduceRequest, im *meta.Image, t
 		case !ok:
 			out[u.rp] = kerr.NotEnoughReplicas
 		case code == 0:
+		case add && code == kerr.ConcurrentTransactions.Code:
+			// The producer's last transaction is still being completed: transaction version 2
+			// clients retry this on Produce, as Kafka returns it to them.
+			out[u.rp] = kerr.ConcurrentTransactions
 		default:
 			out[u.rp] = produceVerifyError(code)
 		}

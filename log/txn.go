@@ -420,12 +420,17 @@ func (l *Log) AbortedTransactions(from, upto int64) []AbortedTxn {
 	return out
 }
 
-// InTransaction reports whether producerID has a transaction ongoing in this partition: a
-// transactional batch of it written since its last marker. Produce asks the transaction
-// coordinator to verify only the batches that would begin one (KIP-890).
-func (l *Log) InTransaction(producerID int64) bool {
+// InTransaction reports whether producerID has a transaction ongoing in this partition at epoch:
+// a transactional batch of it at that epoch written since its last marker. Produce asks the
+// transaction coordinator to verify only the batches that would begin one (KIP-890); under
+// transaction version 2 the next transaction's batches carry the epoch its predecessor's
+// markers bump to, so they are verified even while those markers are on their way.
+func (l *Log) InTransaction(producerID int64, epoch int16) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	_, ok := l.producers.ongoing[producerID]
-	return ok
+	if _, ok := l.producers.ongoing[producerID]; !ok {
+		return false
+	}
+	e, _ := l.producers.current(producerID)
+	return e.epoch == epoch
 }

@@ -64,7 +64,7 @@ func handleInitProducerID(c *Coordinator, r kmsg.Request, respond func(kmsg.Resp
 				return
 			}
 			now := s.nowMs()
-			m = &metadata{id: id, producerID: pid, prevProducerID: noProducerID, producerEpoch: noProducerEpoch,
+			m = &metadata{id: id, producerID: pid, prevProducerID: noProducerID, nextProducerID: noProducerID, producerEpoch: noProducerEpoch,
 				lastProducerEpoch: noProducerEpoch, timeoutMs: req.TransactionTimeoutMillis, state: Empty,
 				partitions: make(map[TopicPartition]struct{}), startMs: -1, updatedMs: now}
 			part.txns[id] = m

@@ -10,13 +10,15 @@ package txn
 // v2), CONCURRENT_TRANSACTIONS while the transaction is being decided or written; partitions of
 // topics that do not exist get UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED.
 //
-// Version notes: v4+ batch transactions and are what partition leaders send (KIP-890 part 1);
+// Version notes: v4+ batch transactions and are what partition leaders send (KIP-890): without
+// VerifyOnly, on behalf of a transaction version 2 producer, which adds no partition itself;
 // a transaction with VerifyOnly set is not changed: each partition answers NONE if it is in the
 // producer's Ongoing transaction and INVALID_TXN_STATE otherwise (TRANSACTION_ABORTABLE from v5
 // when the epoch matches but the partition is not in it).
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -137,7 +139,9 @@ func (c *Coordinator) addPartitions(tp txnPartitions, version int16, then func(a
 			return
 		}
 	}
-	c.onShardOf(tp.id, func(s *shard, p int32) {
+	retried := false
+	var attempt func(s *shard, p int32)
+	attempt = func(s *shard, p int32) {
 		part, code := s.owned(p)
 		if code != nil {
 			fail(code)
@@ -145,6 +149,10 @@ func (c *Coordinator) addPartitions(tp txnPartitions, version int16, then func(a
 		}
 		m := part.txns[tp.id]
 		switch {
+		case m != nil && m.nextProducerID >= 0 && m.nextProducerID == tp.producerID:
+			// A transaction version 2 producer on its new id before its last transaction completes.
+			fail(kerr.ConcurrentTransactions)
+			return
 		case m == nil || m.producerID != tp.producerID:
 			fail(kerr.InvalidProducerIDMapping)
 			return
@@ -154,7 +162,20 @@ func (c *Coordinator) addPartitions(tp txnPartitions, version int16, then func(a
 		case tp.verifyOnly:
 			then(s.verify(m, tp, version))
 			return
-		case m.pending || m.markers || m.state == PrepareCommit || m.state == PrepareAbort || m.state == PrepareEpochFence:
+		case m.pending:
+			// Partition leaders add the partitions of one transaction at once (transaction
+			// version 2): each waits for the write before it instead of failing.
+			m.waiters = append(m.waiters, func() { attempt(s, p) })
+			return
+		case (m.markers || m.state == PrepareCommit || m.state == PrepareAbort) && !retried:
+			// The producer's previous transaction is being completed: rather than have the
+			// client back off (CONCURRENT_TRANSACTIONS), wait for it, up to addWaitMax.
+			s.park(m, func() {
+				retried = true
+				attempt(s, p)
+			})
+			return
+		case m.markers || m.state == PrepareCommit || m.state == PrepareAbort || m.state == PrepareEpochFence:
 			fail(kerr.ConcurrentTransactions)
 			return
 		case m.state == Dead:
@@ -189,7 +210,8 @@ func (c *Coordinator) addPartitions(tp txnPartitions, version int16, then func(a
 			}
 			then(tp.uniform(0))
 		})
-	})
+	}
+	c.onShardOf(tp.id, attempt)
 }
 
 // verify answers whether each partition of tp is in m's Ongoing transaction.
@@ -207,4 +229,21 @@ func (s *shard) verify(m *metadata, tp txnPartitions, version int16) answer {
 		}
 	}
 	return a
+}
+
+// addWaitMax bounds how long an AddPartitionsToTxn waits for the producer's previous transaction
+// to complete before it is answered CONCURRENT_TRANSACTIONS.
+const addWaitMax = 2 * time.Second
+
+// park runs fn once m's current write finishes or addWaitMax passes, whichever comes first.
+func (s *shard) park(m *metadata, fn func()) {
+	done := false
+	once := func() {
+		if !done {
+			done = true
+			fn()
+		}
+	}
+	m.waiters = append(m.waiters, once)
+	s.schedule(addWaitMax, once)
 }

@@ -304,3 +304,54 @@ func TestListTransactionsFilters(t *testing.T) {
 		t.Errorf("running over 1 s after 2 s: %v", ids)
 	}
 }
+
+// TestEndTxnV5BumpsEpoch ends transactions with EndTxn v5 (transaction version 2): each decision
+// bumps the epoch, its markers carry the new one, a retry with the old epoch gets the same
+// answer, an abort with no transaction open bumps the epoch too, and an exhausted epoch moves
+// the producer to a new id once the transaction completes.
+func TestEndTxnV5BumpsEpoch(t *testing.T) {
+	h := newHarness(t)
+	end := func(pid int64, epoch int16, commit bool) (int64, int16, *kerr.Error) {
+		t.Helper()
+		req := kmsg.NewPtrEndTxnRequest()
+		req.Version = 5
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = "v5", pid, epoch, commit
+		resp := h.do(req).(*kmsg.EndTxnResponse)
+		return resp.ProducerID, resp.ProducerEpoch, errOf(resp.ErrorCode)
+	}
+	pid, epoch, _ := h.initPID("v5", 60000, -1, -1)
+	h.addPartitions("v5", pid, epoch, "t", 0)
+	p2, e2, err := end(pid, epoch, true)
+	if err != nil || p2 != pid || e2 != epoch+1 {
+		t.Fatalf("commit: %d/%d %v; want %d/%d", p2, e2, err, pid, epoch+1)
+	}
+	h.waitState("v5", "CompleteCommit")
+	if ms := h.markers.all(); len(ms) != 1 || ms[0].ProducerEpoch != epoch+1 || !ms[0].Commit {
+		t.Fatalf("markers %+v; want one COMMIT at the bumped epoch %d", ms, epoch+1)
+	}
+	if p, e, err := end(pid, epoch, true); err != nil || p != pid || e != epoch+1 {
+		t.Fatalf("retry with the old epoch: %d/%d %v; want %d/%d", p, e, err, pid, epoch+1)
+	}
+	if p, e, err := end(pid, epoch+1, false); err != nil || p != pid || e != epoch+2 {
+		t.Fatalf("abort with nothing open: %d/%d %v; want %d/%d", p, e, err, pid, epoch+2)
+	}
+	if _, _, err := end(pid, epoch, true); err != kerr.ProducerFenced {
+		t.Fatalf("an epoch two bumps old: %v; want PRODUCER_FENCED", err)
+	}
+
+	h.c.onShardOf("v5", func(s *shard, p int32) { s.parts[p].txns["v5"].producerEpoch = maxProducerEpoch })
+	h.settle()
+	h.addPartitions("v5", pid, maxProducerEpoch, "t", 1)
+	p3, e3, err := end(pid, maxProducerEpoch, true)
+	if err != nil || p3 == pid || e3 != 0 {
+		t.Fatalf("commit at the exhausted epoch: %d/%d %v; want a new producer id at epoch 0", p3, e3, err)
+	}
+	h.waitState("v5", "CompleteCommit")
+	ms := h.markers.all()
+	if last := ms[len(ms)-1]; last.ProducerID != pid || last.ProducerEpoch != maxProducerEpoch {
+		t.Fatalf("markers of the exhausted epoch's transaction: %+v; want the old id and epoch", last)
+	}
+	if err := h.addPartitions("v5", p3, 0, "t", 2); err != nil {
+		t.Fatalf("the new producer id's first transaction: %v", err)
+	}
+}

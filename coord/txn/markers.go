@@ -40,6 +40,8 @@ func (s *shard) markersWritten(part *partition, m *metadata, failed []TopicParti
 		s.completeTxn(part, m)
 		return
 	}
+	s.c.log.Warn("transaction markers not written, retrying", "transactional_id", m.id, "producer_id", m.producerID,
+		"commit", m.state == PrepareCommit, "partitions", len(left))
 	// The partitions that have their marker are not sent it again.
 	m.partitions = left
 	s.schedule(s.c.cfg.MarkerRetryBackoff, func() {
@@ -60,6 +62,11 @@ func (s *shard) completeTxn(part *partition, m *metadata) {
 	}
 	next.partitions = make(map[TopicPartition]struct{})
 	next.updatedMs = s.nowMs()
+	if m.nextProducerID >= 0 {
+		// A transaction version 2 producer whose epoch was exhausted continues with the new id.
+		next.prevProducerID, next.producerID, next.producerEpoch = m.producerID, m.nextProducerID, 0
+		next.nextProducerID = noProducerID
+	}
 	s.write(part, next, func(code *kerr.Error) {
 		if code == nil || code == kerr.NotCoordinator {
 			return

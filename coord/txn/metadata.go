@@ -80,9 +80,18 @@ type metadata struct {
 	state              State
 	partitions         map[TopicPartition]struct{}
 	startMs, updatedMs int64
+	// clientTV is the transaction version the client uses: 2 once it ended a transaction with
+	// EndTxn v5 (KIP-890 part 2: the epoch is bumped at every commit or abort).
+	clientTV int16
+	// nextProducerID is the producer id a transaction version 2 producer continues with once the
+	// transaction being decided completes, when its epoch is exhausted; -1 otherwise.
+	nextProducerID int64
 	// pending is set while a record of this id is being appended: other requests then get
 	// CONCURRENT_TRANSACTIONS, as Kafka's pendingState.
 	pending bool
+	// waiters are the requests that wait for the pending write to finish, run (in order)
+	// once it has.
+	waiters []func()
 	// markers is set while markers of the prepared commit or abort are being written.
 	markers bool
 	// fenceAbort is set when the coordinator bumped the epoch to abort a transaction on its own
@@ -103,6 +112,7 @@ func (m *metadata) sortedPartitions() []TopicPartition {
 // clone returns a copy of m to transform into the next state before it is written.
 func (m *metadata) clone() *metadata {
 	c := *m
+	c.waiters = nil
 	c.partitions = maps.Clone(m.partitions)
 	if c.partitions == nil {
 		c.partitions = make(map[TopicPartition]struct{})
@@ -123,7 +133,8 @@ func (m *metadata) record() Record {
 	v.LastUpdateTimestamp = m.updatedMs
 	v.StartTimestamp = m.startMs
 	v.PreviousProducerID = m.prevProducerID
-	v.ClientTransactionVersion = 1
+	v.NextProducerID = m.nextProducerID
+	v.ClientTransactionVersion = max(m.clientTV, 1)
 	for _, tp := range m.sortedPartitions() {
 		if n := len(v.Topics); n > 0 && v.Topics[n-1].Topic == tp.Topic {
 			v.Topics[n-1].Partitions = append(v.Topics[n-1].Partitions, tp.Partition)
@@ -160,6 +171,7 @@ func decodeRecord(r Record) (string, *metadata, error) {
 	m := &metadata{
 		id: k.TransactionalID, producerID: v.ProducerID, prevProducerID: v.PreviousProducerID,
 		producerEpoch: v.ProducerEpoch, lastProducerEpoch: noProducerEpoch, timeoutMs: v.TimeoutMillis,
+		clientTV: v.ClientTransactionVersion, nextProducerID: v.NextProducerID,
 		state: v.State, partitions: make(map[TopicPartition]struct{}),
 		startMs: v.StartTimestamp, updatedMs: v.LastUpdateTimestamp,
 	}

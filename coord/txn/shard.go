@@ -136,20 +136,26 @@ func (s *shard) write(part *partition, next *metadata, then func(*kerr.Error)) {
 				then(kerr.NotCoordinator)
 				return
 			}
-			if cur := part.txns[next.id]; cur != nil {
+			cur := part.txns[next.id]
+			var waiters []func()
+			if cur != nil {
 				cur.pending = false
+				waiters, cur.waiters = cur.waiters, nil
 			}
 			if err != nil {
 				s.c.log.Warn("append transaction state", "transactional_id", next.id, "partition", part.id, "err", err)
 				then(appendErrorCode(err))
-				return
-			}
-			if next.state == Dead {
-				delete(part.txns, next.id)
 			} else {
-				part.txns[next.id] = next
+				if next.state == Dead {
+					delete(part.txns, next.id)
+				} else {
+					part.txns[next.id] = next
+				}
+				then(nil)
 			}
-			then(nil)
+			for _, w := range waiters {
+				w()
+			}
 		})
 	})
 }
