@@ -55,6 +55,7 @@ func servedAPIs() []*api {
 		describeClusterAPI,
 		describeQuorumAPI,
 		updateFeaturesAPI,
+		describeProducersAPI,
 		describeTopicPartitionsAPI,
 	}
 }
