@@ -28,8 +28,8 @@ func percentileX(p float64) float64 {
 }
 
 // ChartSVG draws the latency-by-percentile curves of runs as an SVG image:
-// one panel for publish latency and, if any run has it, one for end-to-end
-// latency. The x axis is the percentile on an HdrHistogram scale (each
+// one panel for publish latency and, if any run has them, one for end-to-end
+// latency and one for the commit latency of transactions. The x axis is the percentile on an HdrHistogram scale (each
 // "nine" the same width); the y axis is latency on a log scale. A run's max
 // is a dot at the right edge joined by a dashed line.
 func ChartSVG(runs []*Result) string {
@@ -40,7 +40,8 @@ func ChartSVG(runs []*Result) string {
 	}
 	pub := panel{title: "Publish latency (intended send → ack)" + workloadSuffix(runs)}
 	e2e := panel{title: "End-to-end latency (intended send → consume)" + workloadSuffix(runs)}
-	hasE2E := false
+	commit := panel{title: "Commit latency (EndTransaction round trip)" + workloadSuffix(runs)}
+	hasE2E, hasTxn := false, false
 	for _, r := range runs {
 		pub.curves = append(pub.curves, r.Publish.Latency.Curve)
 		if r.E2E != nil {
@@ -49,10 +50,19 @@ func ChartSVG(runs []*Result) string {
 		} else {
 			e2e.curves = append(e2e.curves, nil)
 		}
+		if r.Transactions != nil {
+			hasTxn = true
+			commit.curves = append(commit.curves, r.Transactions.Commit.Curve)
+		} else {
+			commit.curves = append(commit.curves, nil)
+		}
 	}
 	panels := []panel{pub}
 	if hasE2E {
 		panels = append(panels, e2e)
+	}
+	if hasTxn {
+		panels = append(panels, commit)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="system-ui, -apple-system, 'Segoe UI', sans-serif" font-size="12">`,

@@ -49,9 +49,32 @@ func statsRows(name string, get func(r *Result) *Stats) []compareRow {
 	}
 }
 
+// txnRows are the rows of transactional runs: commits per second, aborted transactions and
+// the commit latency; they are left out when no run has transactions.
+func txnRows() []compareRow {
+	val := func(f func(t *TxnStats) float64) func(r *Result) (float64, bool) {
+		return func(r *Result) (float64, bool) {
+			if r.Transactions == nil {
+				return 0, false
+			}
+			return f(r.Transactions), true
+		}
+	}
+	return []compareRow{
+		{"commits/s", val(func(t *TxnStats) float64 { return t.CommitsPerSec }), fmtRate, true},
+		{"aborted transactions", val(func(t *TxnStats) float64 { return float64(t.Aborted) }), fmtCount, false},
+		{"commit p50 ms", val(func(t *TxnStats) float64 { return t.Commit.P50Ms }), FormatMs, true},
+		{"commit p90 ms", val(func(t *TxnStats) float64 { return t.Commit.P90Ms }), FormatMs, true},
+		{"commit p99 ms", val(func(t *TxnStats) float64 { return t.Commit.P99Ms }), FormatMs, true},
+		{"commit p99.9 ms", val(func(t *TxnStats) float64 { return t.Commit.P999Ms }), FormatMs, true},
+		{"commit max ms", val(func(t *TxnStats) float64 { return t.Commit.MaxMs }), FormatMs, true},
+	}
+}
+
 func compareRows() []compareRow {
 	rows := statsRows("publish", func(r *Result) *Stats { return &r.Publish })
 	rows = append(rows, statsRows("e2e", func(r *Result) *Stats { return r.E2E })...)
+	rows = append(rows, txnRows()...)
 	return append(rows,
 		compareRow{"unsent", func(r *Result) (float64, bool) { return float64(r.Unsent), true }, fmtCount, false},
 		compareRow{"broker peak RSS MiB", func(r *Result) (float64, bool) {

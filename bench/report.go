@@ -70,7 +70,11 @@ func (p *progress) print(out io.Writer, live bool, now time.Time, ph phase) {
 	if r.w.ConsumerPerSubscription > 0 {
 		fmt.Fprintf(&b, "  e2e %8.0f rec/s  p50 %s p99 %s ms", e2eRate, histMs(&e2eH, 50), histMs(&e2eH, 99))
 	}
-	fmt.Fprintf(&b, "  err %d", r.pub.errors.Load()+r.e2e.errors.Load())
+	if r.w.TransactionSize > 0 {
+		commits := r.txn.snapshot(measured)
+		fmt.Fprintf(&b, "  commit p50 %s p99 %s ms", histMs(&commits, 50), histMs(&commits, 99))
+	}
+	fmt.Fprintf(&b, "  err %d", r.pub.errors.Load()+r.e2e.errors.Load()+r.txn.errors.Load())
 	if left := r.end.Sub(now); left > 0 {
 		fmt.Fprintf(&b, "  left %s", left.Round(time.Second))
 	}
@@ -98,18 +102,28 @@ func WriteReport(out io.Writer, r *Result) error {
 		rate = fmt.Sprintf("%g rec/s", w.ProducerRate)
 	}
 	fmt.Fprintf(out, "%s on %s (%s), started %s\n", w.Name, r.Label, r.Bootstrap, r.Start.Format(time.RFC3339))
-	fmt.Fprintf(out, "measured %v after %v warmup; target %s; %d B records; acks=%s compression=%s\n\n",
-		time.Duration(r.Duration), time.Duration(r.Warmup), rate, w.MessageSize, w.Acks, w.Compression)
-	rows := [][]string{{"", "records", "rec/s", "MB/s", "errors", "p50", "p90", "p99", "p99.9", "p99.99", "max (ms)"}}
-	row := func(name string, s *Stats) {
-		l := s.Latency
-		rows = append(rows, []string{name, strconv.FormatUint(s.Records, 10), fmtRate(s.RecordsPerSec), fmtMB(s.MBPerSec),
-			strconv.FormatUint(s.Errors, 10), FormatMs(l.P50Ms), FormatMs(l.P90Ms), FormatMs(l.P99Ms), FormatMs(l.P999Ms),
-			FormatMs(l.P9999Ms), FormatMs(l.MaxMs)})
+	txns := ""
+	if w.TransactionSize > 0 {
+		txns = fmt.Sprintf("; transactions of %d records", w.TransactionSize)
 	}
-	row("publish", &r.Publish)
+	fmt.Fprintf(out, "measured %v after %v warmup; target %s; %d B records; acks=%s compression=%s%s\n\n",
+		time.Duration(r.Duration), time.Duration(r.Warmup), rate, w.MessageSize, w.Acks, w.Compression, txns)
+	rows := [][]string{{"", "records", "rec/s", "MB/s", "errors", "p50", "p90", "p99", "p99.9", "p99.99", "max (ms)"}}
+	row := func(name string, count uint64, rate, mb string, errors uint64, l Latency) {
+		rows = append(rows, []string{name, strconv.FormatUint(count, 10), rate, mb, strconv.FormatUint(errors, 10),
+			FormatMs(l.P50Ms), FormatMs(l.P90Ms), FormatMs(l.P99Ms), FormatMs(l.P999Ms), FormatMs(l.P9999Ms), FormatMs(l.MaxMs)})
+	}
+	publish := "publish"
+	if r.Transactions != nil {
+		publish = "committed"
+	}
+	row(publish, r.Publish.Records, fmtRate(r.Publish.RecordsPerSec), fmtMB(r.Publish.MBPerSec), r.Publish.Errors, r.Publish.Latency)
 	if r.E2E != nil {
-		row("end-to-end", r.E2E)
+		row("end-to-end", r.E2E.Records, fmtRate(r.E2E.RecordsPerSec), fmtMB(r.E2E.MBPerSec), r.E2E.Errors, r.E2E.Latency)
+	}
+	if t := r.Transactions; t != nil {
+		// Counted in transactions, not records: errors are the aborted ones.
+		row("commit (txns)", t.Committed, fmtRate(t.CommitsPerSec), "-", t.Aborted, t.Commit)
 	}
 	if err := writeColumns(out, rows); err != nil {
 		return fmt.Errorf("write report: %w", err)

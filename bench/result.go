@@ -30,10 +30,16 @@ type Result struct {
 	// Duration is the measured period: records whose intended send time falls
 	// in it are counted.
 	Duration Duration `json:"measured"`
-	// Publish is producer-side: intended send time to acknowledgement.
+	// Publish is producer-side: intended send time to acknowledgement. In a transactional
+	// workload it counts only committed records, to the end of their transaction's commit.
 	Publish Stats `json:"publish"`
-	// E2E is intended send time to consumption; nil when the workload has no consumers.
+	// E2E is intended send time to consumption; nil when the workload has no consumers. In a
+	// transactional workload consumers read committed, so it ends when a record became visible
+	// after its commit.
 	E2E *Stats `json:"e2e,omitempty"`
+	// Transactions counts the transactions and times their commits; nil unless the workload
+	// is transactional.
+	Transactions *TxnStats `json:"transactions,omitempty"`
 	// Unsent counts records the schedule called for by the end of the measured
 	// period that the producers never got to send: the system could not keep the rate.
 	Unsent uint64 `json:"unsent"`
@@ -55,6 +61,31 @@ type Stats struct {
 	MBPerSec float64 `json:"mbPerSec"`
 	// Latency summarizes the latency histogram.
 	Latency Latency `json:"latency"`
+}
+
+// TxnStats summarizes the transactions of a transactional run.
+type TxnStats struct {
+	// Committed counts the transactions committed whose first record's intended send time
+	// falls in the measured period.
+	Committed uint64 `json:"committed"`
+	// Aborted counts the transactions of the warmup and measured period that failed (a record
+	// not acknowledged, or the commit refused) and were aborted; their records count as
+	// publish errors.
+	Aborted uint64 `json:"aborted"`
+	// CommitsPerSec is Committed over the measured duration.
+	CommitsPerSec float64 `json:"commitsPerSec"`
+	// Commit is the latency of committing: the EndTransaction round trip, which starts once
+	// every record of the transaction is acknowledged.
+	Commit Latency `json:"commitLatency"`
+}
+
+// NewTxnStats builds TxnStats from the commit latency histogram over a measured duration.
+func NewTxnStats(commits *Histogram, aborted uint64, d time.Duration) TxnStats {
+	s := TxnStats{Committed: commits.Count(), Aborted: aborted, Commit: Summarize(commits)}
+	if secs := d.Seconds(); secs > 0 {
+		s.CommitsPerSec = math.Round(float64(s.Committed)/secs*10) / 10
+	}
+	return s
 }
 
 // Latency holds percentiles of a latency histogram in milliseconds, plus a
@@ -207,18 +238,30 @@ func DecodeResult(data []byte) (*Result, error) {
 	if r.Duration <= 0 {
 		return nil, fmt.Errorf("decode result: measured=%v; want > 0", time.Duration(r.Duration))
 	}
-	for _, s := range []*Stats{&r.Publish, r.E2E} {
-		if s == nil {
-			continue
-		}
-		for i, p := range s.Latency.Curve {
-			if math.IsNaN(p.Percentile) || p.Percentile < 0 || p.Percentile > 100 || math.IsNaN(p.Ms) || p.Ms < 0 {
-				return nil, fmt.Errorf("decode result: curve point %d = (p=%v, ms=%v) out of range", i, p.Percentile, p.Ms)
-			}
-			if i > 0 && p.Percentile <= s.Latency.Curve[i-1].Percentile {
-				return nil, fmt.Errorf("decode result: curve point %d percentile %v not above %v", i, p.Percentile, s.Latency.Curve[i-1].Percentile)
-			}
+	curves := [][]Point{r.Publish.Latency.Curve}
+	if r.E2E != nil {
+		curves = append(curves, r.E2E.Latency.Curve)
+	}
+	if r.Transactions != nil {
+		curves = append(curves, r.Transactions.Commit.Curve)
+	}
+	for _, curve := range curves {
+		if err := checkCurve(curve); err != nil {
+			return nil, fmt.Errorf("decode result: %w", err)
 		}
 	}
 	return &r, nil
+}
+
+// checkCurve refuses a percentile curve no histogram could give.
+func checkCurve(curve []Point) error {
+	for i, p := range curve {
+		if math.IsNaN(p.Percentile) || p.Percentile < 0 || p.Percentile > 100 || math.IsNaN(p.Ms) || p.Ms < 0 {
+			return fmt.Errorf("curve point %d = (p=%v, ms=%v) out of range", i, p.Percentile, p.Ms)
+		}
+		if i > 0 && p.Percentile <= curve[i-1].Percentile {
+			return fmt.Errorf("curve point %d percentile %v not above %v", i, p.Percentile, curve[i-1].Percentile)
+		}
+	}
+	return nil
 }

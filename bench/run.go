@@ -160,6 +160,9 @@ type runner struct {
 
 	phase    atomic.Int32
 	pub, e2e side
+	// txn holds the commit latencies of a transactional workload; its errors count the
+	// aborted transactions.
+	txn      side
 	foreign  atomic.Uint64 // consumed records without a plausible stamp
 	unsent   atomic.Uint64
 	firstErr atomic.Pointer[string]
@@ -264,7 +267,7 @@ func (r *runner) run(ctx context.Context) (res *Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	producers, err := r.newProducers()
+	producers, err := r.newProducers(ctx)
 	defer func() {
 		for _, p := range producers {
 			p.cl.Close()
@@ -303,7 +306,11 @@ func (r *runner) run(ctx context.Context) (res *Result, err error) {
 	defer stopSending()
 	var prodWG sync.WaitGroup
 	for _, p := range producers {
-		prodWG.Go(func() { r.produce(sendCtx, abortCtx, p) })
+		if w.TransactionSize > 0 {
+			prodWG.Go(func() { r.produceTxns(sendCtx, abortCtx, p) })
+		} else {
+			prodWG.Go(func() { r.produce(sendCtx, abortCtx, p) })
+		}
 	}
 	prodWG.Wait()
 	r.phase.Store(int32(phaseDrain))
@@ -356,6 +363,11 @@ func (r *runner) result(usage *BrokerUsage) *Result {
 		s := NewStats(&e2eHist, r.e2e.bytes.Load(), r.e2e.errors.Load()+r.foreign.Load(), d)
 		res.E2E = &s
 	}
+	if r.w.TransactionSize > 0 {
+		commits := r.txn.snapshot(true)
+		s := NewTxnStats(&commits, r.txn.errors.Load(), d)
+		res.Transactions = &s
+	}
 	if e := r.firstErr.Load(); e != nil {
 		r.log.Warn("errors during run", "first", *e, "publishErrors", res.Publish.Errors)
 	}
@@ -398,15 +410,27 @@ func (r *runner) producerOpts() []kgo.Opt {
 	return opts
 }
 
-func (r *runner) newProducers() ([]producer, error) {
+// newProducers builds ProducersPerTopic clients per topic; in a transactional workload each
+// has its transactional.id initialized before the run starts.
+func (r *runner) newProducers(ctx context.Context) ([]producer, error) {
 	var ps []producer
 	for _, t := range r.topics {
 		for range r.w.ProducersPerTopic {
-			cl, err := kgo.NewClient(append(r.producerOpts(), kgo.DefaultProduceTopic(t))...)
+			opts := append(r.producerOpts(), kgo.DefaultProduceTopic(t))
+			if r.w.TransactionSize > 0 {
+				opts = append(opts, transactionalOpts(t, len(ps))...)
+			}
+			cl, err := kgo.NewClient(opts...)
 			if err != nil {
 				return ps, fmt.Errorf("run: producer client for topic %s: %w", t, err)
 			}
 			ps = append(ps, producer{cl: cl, topic: t, index: len(ps)})
+			if r.w.TransactionSize == 0 {
+				continue
+			}
+			if err := initTransactional(ctx, cl, r.opts.SetupTimeout); err != nil {
+				return ps, fmt.Errorf("run: producer %d for topic %s: %w", len(ps)-1, t, err)
+			}
 		}
 	}
 	return ps, nil
@@ -427,11 +451,15 @@ func (r *runner) newConsumers(offs kadm.ListedOffsets) ([]*kgo.Client, error) {
 				}
 				assign[int32(p)] = kgo.NewOffset().At(o.Offset)
 			}
-			cl, err := kgo.NewClient(
+			opts := []kgo.Opt{
 				kgo.SeedBrokers(r.opts.Bootstrap...),
 				kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{t: assign}),
-				kgo.FetchMaxWait(500*time.Millisecond),
-			)
+				kgo.FetchMaxWait(500 * time.Millisecond),
+			}
+			if r.w.TransactionSize > 0 {
+				opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+			}
+			cl, err := kgo.NewClient(opts...)
 			if err != nil {
 				return cs, fmt.Errorf("run: consumer client for topic %s: %w", t, err)
 			}
@@ -455,13 +483,7 @@ const sendGrace = 250 * time.Millisecond
 // buffered when the drain time is up.
 func (r *runner) produce(sendCtx, abortCtx context.Context, p producer) {
 	w := r.w
-	nProducers := w.Topics * w.ProducersPerTopic
-	rate := w.ProducerRate / float64(nProducers)
-	offset := time.Duration(0)
-	if w.ProducerRate > 0 {
-		offset = time.Duration(float64(p.index) / w.ProducerRate * 1e9)
-	}
-	pacer, err := NewPacer(SystemClock{}, r.start.Add(offset), rate)
+	pacer, err := r.pacerFor(p)
 	if err != nil {
 		r.noteErr("pacer", err)
 		return
@@ -495,6 +517,18 @@ func (r *runner) produce(sendCtx, abortCtx context.Context, p producer) {
 			r.unsent.Add(due - sent)
 		}
 	}
+}
+
+// pacerFor returns p's share of the workload's schedule, staggered by its index so that the
+// producers' records interleave.
+func (r *runner) pacerFor(p producer) (*Pacer, error) {
+	w := r.w
+	rate := w.ProducerRate / float64(w.Topics*w.ProducersPerTopic)
+	offset := time.Duration(0)
+	if w.ProducerRate > 0 {
+		offset = time.Duration(float64(p.index) / w.ProducerRate * 1e9)
+	}
+	return NewPacer(SystemClock{}, r.start.Add(offset), rate)
 }
 
 // onAck records a produce outcome and recycles the record.

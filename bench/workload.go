@@ -33,6 +33,10 @@ const (
 // RoundRobinKeys is the size of the key pool that KeyRoundRobin cycles through.
 const RoundRobinKeys = 10_000
 
+// maxTransactionSize bounds Workload.TransactionSize: each producer keeps a transaction's
+// records, values included, until it commits.
+const maxTransactionSize = 100_000
+
 // Duration is a time.Duration that reads and writes as text ("30s", "1m30s")
 // in workload files and results. A bare number is read as seconds.
 type Duration time.Duration
@@ -94,6 +98,11 @@ type Workload struct {
 	LingerMs int `yaml:"lingerMs" json:"lingerMs"`
 	// BatchSize is the maximum record batch size in bytes; 0 keeps the client default.
 	BatchSize int `yaml:"batchSize" json:"batchSize"`
+	// TransactionSize, when above 0, makes the workload transactional: each producer has a
+	// transactional.id of its own and sends its records in transactions of this many, spread
+	// round-robin over the topic's partitions, each flushed and committed before the next
+	// begins; consumers read committed. Needs acks=all. 0: no transactions.
+	TransactionSize int `yaml:"transactionSize,omitempty" json:"transactionSize,omitempty"`
 	// WarmupDuration runs load before measuring; default 10s.
 	WarmupDuration Duration `yaml:"warmupDuration" json:"warmupDuration"`
 	// TestDuration is the measured period; default 1m.
@@ -188,6 +197,10 @@ func (w *Workload) Validate() error {
 		return fmt.Errorf("workload %s: lingerMs=%d; want 0..60000", w.Name, w.LingerMs)
 	case w.BatchSize < 0 || w.BatchSize > 1<<30:
 		return fmt.Errorf("workload %s: batchSize=%d; want 0 (client default) or up to %d", w.Name, w.BatchSize, 1<<30)
+	case w.TransactionSize < 0 || w.TransactionSize > maxTransactionSize:
+		return fmt.Errorf("workload %s: transactionSize=%d; want 0 (no transactions) or up to %d", w.Name, w.TransactionSize, maxTransactionSize)
+	case w.TransactionSize > 0 && w.Acks != "all":
+		return fmt.Errorf("workload %s: transactionSize=%d with acks=%s; transactions need acks=all", w.Name, w.TransactionSize, w.Acks)
 	case w.WarmupDuration < 0:
 		return fmt.Errorf("workload %s: warmupDuration=%v; want >= 0", w.Name, time.Duration(w.WarmupDuration))
 	case w.TestDuration <= 0:

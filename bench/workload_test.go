@@ -55,6 +55,16 @@ testDuration: 2m`,
 				return w.Acks == "all" && time.Duration(w.TestDuration) == 90*time.Second && w.WarmupDuration == 0 && w.ProducerRate == 12.5
 			},
 		},
+		{
+			name: "transactions",
+			in:   "name: t\ntransactionSize: 100\npartitionsPerTopic: 16\nproducersPerTopic: 4",
+			want: func(w *Workload) bool {
+				return w.TransactionSize == 100 && w.Acks == "all" && w.PartitionsPerTopic == 16 && w.ProducersPerTopic == 4
+			},
+		},
+		{name: "transactions need acks=all", in: "name: x\ntransactionSize: 10\nacks: 1", wantErr: "transactionSize=10 with acks=1"},
+		{name: "negative transaction size", in: "name: x\ntransactionSize: -1", wantErr: "transactionSize=-1"},
+		{name: "huge transaction size", in: "name: x\ntransactionSize: 100001", wantErr: "transactionSize=100001"},
 		{name: "empty", in: "", wantErr: "empty document"},
 		{name: "unknown key", in: "name: x\npartitions: 3", wantErr: "field partitions not found"},
 		{name: "no name", in: "topics: 1", wantErr: "name is empty"},
@@ -92,7 +102,7 @@ func TestShippedWorkloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]bool{"1kb-fixed-rate-16p": true, "max-throughput": true, "small-messages": true, "100-partitions": true}
+	want := map[string]bool{"1kb-fixed-rate-16p": true, "max-throughput": true, "small-messages": true, "100-partitions": true, "transactions": true}
 	for _, f := range files {
 		w, err := LoadWorkload(f)
 		if err != nil {
@@ -101,6 +111,9 @@ func TestShippedWorkloads(t *testing.T) {
 		}
 		if base := strings.TrimSuffix(filepath.Base(f), ".yaml"); base != w.Name {
 			t.Errorf("%s: name %q differs from the file name", f, w.Name)
+		}
+		if w.Name == "transactions" && (w.TransactionSize != 100 || w.MessageSize != 1024 || w.PartitionsPerTopic != 16 || w.ConsumerPerSubscription == 0) {
+			t.Errorf("%s: %+v; want transactions of 100 records of 1 KiB over 16 partitions, read by a consumer", f, w)
 		}
 		delete(want, w.Name)
 	}
@@ -145,7 +158,7 @@ func TestWorkloadPayload(t *testing.T) {
 }
 
 func FuzzParseWorkload(f *testing.F) {
-	for _, name := range []string{"1kb-fixed-rate-16p", "max-throughput", "small-messages", "100-partitions"} {
+	for _, name := range []string{"1kb-fixed-rate-16p", "max-throughput", "small-messages", "100-partitions", "transactions"} {
 		data, err := os.ReadFile(filepath.Join("workloads", name+".yaml"))
 		if err != nil {
 			f.Fatal(err)

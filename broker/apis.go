@@ -57,6 +57,7 @@ func servedAPIs() []*api {
 		describeClusterAPI,
 		describeQuorumAPI,
 		updateFeaturesAPI,
+		describeProducersAPI,
 		describeTopicPartitionsAPI,
 	}
 }

@@ -30,12 +30,7 @@ const (
 // that the JSON result is complete and that its counts are what the broker
 // holds: every scheduled record acknowledged, consumed and stored once.
 func TestRingbench(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "ringbench")
-	build := exec.Command("go", "build", "-ldflags=-checklinkname=0", "-o", bin, "./cmd/ringbench")
-	build.Dir = repoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", bin, err, out)
-	}
+	bin := buildRingbench(t)
 	workload := filepath.Join(repoRoot(), "bench", "workloads", "1kb-fixed-rate-16p.yaml")
 
 	forEachTarget(t, func(t *testing.T, tg target) {
@@ -61,39 +56,59 @@ func TestRingbench(t *testing.T) {
 
 		// The broker holds exactly the acknowledged records: one topic, offsets
 		// from 0 to the publish count over its partitions.
-		adm := b.Admin(t)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		topics, err := adm.ListTopics(ctx)
-		if err != nil {
-			t.Fatalf("list topics: %v", err)
+		name, partitions, held := runTopicOffsets(t, b, "e2e-bench-")
+		if partitions != r.Workload.PartitionsPerTopic {
+			t.Fatalf("%s has %d partitions; want %d", name, partitions, r.Workload.PartitionsPerTopic)
 		}
-		var names []string
-		for _, n := range topics.Names() {
-			if strings.HasPrefix(n, "e2e-bench-") {
-				names = append(names, n)
-			}
-		}
-		if len(names) != 1 {
-			t.Fatalf("run topics %q; want exactly one e2e-bench-* topic", names)
-		}
-		starts, err := adm.ListStartOffsets(ctx, names[0])
-		if err == nil {
-			err = starts.Error()
-		}
-		if err != nil {
-			t.Fatalf("list start offsets of %s: %v", names[0], err)
-		}
-		ends := b.EndOffsets(t, names[0])
-		if len(ends) != r.Workload.PartitionsPerTopic {
-			t.Fatalf("%s has %d partitions; want %d", names[0], len(ends), r.Workload.PartitionsPerTopic)
-		}
-		var held int64
-		starts.Each(func(o kadm.ListedOffset) { held += ends[o.Partition] - o.Offset })
 		if held != int64(r.Publish.Records) {
-			t.Fatalf("broker holds %d records in %s; the result says %d were published", held, names[0], r.Publish.Records)
+			t.Fatalf("broker holds %d records in %s; the result says %d were published", held, name, r.Publish.Records)
 		}
 	})
+}
+
+// runTopicOffsets finds the one topic a ringbench run left on b, its name starting with
+// prefix, and returns its name, its partition count and the offsets it holds: end offsets
+// less start offsets, over its partitions.
+func runTopicOffsets(t *testing.T, b *Broker, prefix string) (name string, partitions int, held int64) {
+	t.Helper()
+	adm := b.Admin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	topics, err := adm.ListTopics(ctx)
+	if err != nil {
+		t.Fatalf("list topics: %v", err)
+	}
+	var names []string
+	for _, n := range topics.Names() {
+		if strings.HasPrefix(n, prefix) {
+			names = append(names, n)
+		}
+	}
+	if len(names) != 1 {
+		t.Fatalf("run topics %q; want exactly one %s* topic", names, prefix)
+	}
+	starts, err := adm.ListStartOffsets(ctx, names[0])
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		t.Fatalf("list start offsets of %s: %v", names[0], err)
+	}
+	ends := b.EndOffsets(t, names[0])
+	starts.Each(func(o kadm.ListedOffset) { held += ends[o.Partition] - o.Offset })
+	return names[0], len(ends), held
+}
+
+// buildRingbench builds bin/ringbench from this tree into a temporary directory.
+func buildRingbench(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "ringbench")
+	build := exec.Command("go", "build", "-ldflags=-checklinkname=0", "-o", bin, "./cmd/ringbench")
+	build.Dir = repoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", bin, err, out)
+	}
+	return bin
 }
 
 // checkRingbenchResult checks that every field of a fixed-rate result with

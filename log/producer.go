@@ -1,8 +1,10 @@
 package log
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // producerBatchesRetained is how many recent batches per producer are kept for duplicate
@@ -260,4 +262,34 @@ func (p *producers) replay(h *batchHeader, b []byte) {
 func (p *producers) load(h *batchHeader, b []byte) []completedTxn {
 	p.replay(h, b)
 	return p.commit()
+}
+
+// ProducerState is one producer's state in a partition as DescribeProducers reports it (Kafka's
+// ProducerStateEntry, seen through UnifiedLog.activeProducers).
+type ProducerState struct {
+	ProducerID int64
+	Epoch      int16
+	// LastSequence is the last sequence of the producer's newest retained batch, -1 when none.
+	LastSequence int32
+	// LastTimestamp is the max timestamp of the producer's newest batch, markers included.
+	LastTimestamp int64
+	// CoordinatorEpoch is that of the coordinator that wrote the producer's last marker, -1
+	// before any.
+	CoordinatorEpoch int32
+	// TxnStartOffset is the first offset of the producer's ongoing transaction, -1 when none.
+	TxnStartOffset int64
+}
+
+// ActiveProducers returns the state of every producer the log tracks, by producer id, for
+// DescribeProducers. It waits for an append in progress, so it sees whole appends.
+func (l *Log) ActiveProducers() []ProducerState {
+	l.mu.Lock()
+	out := make([]ProducerState, 0, len(l.producers.entries))
+	for id, e := range l.producers.entries {
+		out = append(out, ProducerState{ProducerID: id, Epoch: e.epoch, LastSequence: e.lastSeq(),
+			LastTimestamp: e.lastTimestamp, CoordinatorEpoch: e.coordinatorEpoch, TxnStartOffset: e.txnFirstOffset})
+	}
+	l.mu.Unlock()
+	slices.SortFunc(out, func(a, b ProducerState) int { return cmp.Compare(a.ProducerID, b.ProducerID) })
+	return out
 }

@@ -3,6 +3,7 @@ package log
 import (
 	"errors"
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -153,5 +154,31 @@ func TestProducerStateSurvivesReopen(t *testing.T) {
 	}
 	if res := mustAppend(t, l, makeBatch(t, idem(9, 2, 20, 1))); res.BaseOffset != 20 {
 		t.Fatalf("next batch after reopen: %+v; want base 20", res)
+	}
+}
+
+// TestActiveProducers reads the producer state of txnFixture's producers, and again after a
+// reopen from the snapshot, as DescribeProducers reports it.
+func TestActiveProducers(t *testing.T) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, testConfig(), Options{})
+	txnFixture(t, l)
+	mustAppend(t, l, makeBatch(t, idem(4, 3, 7, 2)))
+	want := []ProducerState{
+		{ProducerID: 1, Epoch: 0, LastSequence: 1, LastTimestamp: 1000, CoordinatorEpoch: 5, TxnStartOffset: -1},
+		{ProducerID: 2, Epoch: 0, LastSequence: 1, LastTimestamp: 1000, CoordinatorEpoch: 5, TxnStartOffset: -1},
+		{ProducerID: 3, Epoch: 0, LastSequence: 1, LastTimestamp: 1001, CoordinatorEpoch: -1, TxnStartOffset: 7},
+		{ProducerID: 4, Epoch: 3, LastSequence: 8, LastTimestamp: 1001, CoordinatorEpoch: -1, TxnStartOffset: -1},
+	}
+	if got := l.ActiveProducers(); !slices.Equal(got, want) {
+		t.Fatalf("ActiveProducers = %+v; want %+v", got, want)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = mustOpen(t, dir, testConfig(), Options{CleanShutdown: true})
+	defer l.Close()
+	if got := l.ActiveProducers(); !slices.Equal(got, want) {
+		t.Fatalf("ActiveProducers after reopen = %+v; want %+v", got, want)
 	}
 }

@@ -143,3 +143,21 @@ median_rows() {
 		done
 	done
 }
+
+# txn_rows "WORKLOADS" "NAMES": a summary.md row per transactional workload and name: medians
+# (min-max) over the rounds of the committed records per second, the commits per second, the
+# commit latency's p50, p99 and p99.9, and the aborted transactions.
+txn_rows() {
+	local w name
+	for w in $1; do
+		for name in $2; do
+			printf '| %s | %s | %.0f (%s) | %.1f (%s) | %.2f (%s) | %.2f (%s) | %.2f (%s) | %.0f |\n' "$w" "$(label "$name")" \
+				"$(med "$name" "$w" .publish.recordsPerSec)" "$(range "$name" "$w" .publish.recordsPerSec)" \
+				"$(med "$name" "$w" .transactions.commitsPerSec)" "$(range "$name" "$w" .transactions.commitsPerSec)" \
+				"$(med "$name" "$w" .transactions.commitLatency.p50Ms)" "$(range "$name" "$w" .transactions.commitLatency.p50Ms)" \
+				"$(med "$name" "$w" .transactions.commitLatency.p99Ms)" "$(range "$name" "$w" .transactions.commitLatency.p99Ms)" \
+				"$(med "$name" "$w" '.transactions.commitLatency."p99.9Ms"')" "$(range "$name" "$w" '.transactions.commitLatency."p99.9Ms"')" \
+				"$(med "$name" "$w" .transactions.aborted)"
+		done
+	done
+}

@@ -22,7 +22,9 @@
 #   WARMUP         warmup per workload        (10s)
 #   KAFKA_WARMUP   warmup of Kafka's first workload, for its JIT (30s)
 #   EXTRA          workloads after max-throughput and the half-rate run
-#                  (small-messages 100-partitions; "" for none)
+#                  (small-messages 100-partitions; "" for none). A transactional one
+#                  (transactions) adds its commit latencies to summary.md and issue 12's
+#                  goals to goals.txt; it needs a broker with a transaction coordinator.
 #   BROKERS        which brokers, in order    (kafka uring netpoll)
 #   ROUNDS         how many times each broker runs, interleaved (K U N K U N ...) (3)
 #   LOAD_MAX       the 1-minute load at or above which a run waits before starting (1.0)
@@ -84,6 +86,12 @@ cp "$RINGBENCH" "$OUT/bin/ringbench"
 RINGBROKER="$OUT/bin/ringbroker"
 RINGBENCH="$OUT/bin/ringbench"
 echo "compare: results in $OUT, broker data in $DATA" | tee "$LOG"
+
+# txn_workload WORKLOAD: the workload is transactional (its result of round 1 on the first
+# broker has transactions).
+txn_workload() {
+	jq -e '.transactions != null' "$OUT/r1/${first[0]}/$1.json" >/dev/null
+}
 
 # label NAME: the column name of a broker in the comparison.
 label() {
@@ -236,6 +244,18 @@ done
 	echo "|---|---|--:|--:|--:|--:|--:|--:|"
 	median_rows "$WORKLOADS_RUN" "$BROKERS"
 	echo
+	txns=""
+	for w in $EXTRA; do
+		if txn_workload "$w"; then txns="$txns $w"; fi
+	done
+	if [[ -n $txns ]]; then
+		echo "Transactions: committed records, commits and the commit (EndTransaction) round trip; medians (min-max)."
+		echo
+		echo "| workload | broker | committed rec/s | commits/s | commit p50 ms | commit p99 ms | commit p99.9 ms | aborted |"
+		echo "|---|---|--:|--:|--:|--:|--:|--:|"
+		txn_rows "$txns" "$BROKERS"
+		echo
+	fi
 	echo "| round | workload | broker | publish rec/s | MB/s | publish p50 / p99 / p99.9 ms | e2e p50 / p99 / p99.9 ms | unsent | peak RSS (anon) MiB | CPU s (% of a core) | machine load |"
 	echo "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|"
 	for round in $(seq "$ROUNDS"); do
@@ -254,7 +274,8 @@ done
 } >"$OUT/summary.md"
 tee -a "$LOG" <"$OUT/summary.md"
 
-# goals.txt: issue 9's goals as ratios of the medians.
+# goals.txt: issue 9's goals as ratios of the medians, and issue 12's for a transactional
+# workload in EXTRA (committed records per second and commit p99, ringbroker/Kafka).
 if [[ " $BROKERS " == *" kafka "* && " $BROKERS " == *" uring "* ]]; then
 	half=1kb-fixed-rate-16p@half-kafka-max
 	r() { ratio "$(med "$1" "$3" "$4")" "$(med "$2" "$3" "$4")"; }
@@ -269,6 +290,7 @@ if [[ " $BROKERS " == *" kafka "* && " $BROKERS " == *" uring "* ]]; then
 		goal "e2e p99 at $HALF_RATE rec/s, uring/kafka" "$(r uring kafka "$half" .e2e.latency.p99Ms)" "<=" 0.5
 		goal "e2e p99.9 at $HALF_RATE rec/s, uring/kafka" "$(r uring kafka "$half" '.e2e.latency."p99.9Ms"')" "<=" 0.5
 		for w in $EXTRA; do
+			txn_workload "$w" && continue # issue 12's, below
 			goal "$w e2e p99, uring/kafka" "$(r uring kafka "$w" .e2e.latency.p99Ms)" "<=" 0.3
 		done
 		if [[ " $BROKERS " == *" netpoll "* ]]; then
@@ -277,6 +299,14 @@ if [[ " $BROKERS " == *" kafka "* && " $BROKERS " == *" uring "* ]]; then
 				goal "$w e2e p99, uring/netpoll" "$(r uring netpoll "$w" .e2e.latency.p99Ms)" "<=" 1
 			done
 		fi
+		for w in $EXTRA; do
+			txn_workload "$w" || continue
+			for name in uring netpoll; do
+				[[ " $BROKERS " == *" $name "* ]] || continue
+				goal "issue 12: $w committed rec/s, $name/kafka" "$(r "$name" kafka "$w" .publish.recordsPerSec)" ">=" 1.5
+				goal "issue 12: $w commit p99, $name/kafka" "$(r "$name" kafka "$w" .transactions.commitLatency.p99Ms)" "<=" 0.5
+			done
+		done
 		goal "peak RSS (lifetime VmHWM), uring/kafka" "$(ratio "$(hwm uring)" "$(hwm kafka)")" "<=" 1
 		goal "peak anon RSS at max-throughput, uring/kafka" "$(r uring kafka max-throughput '(.broker.peakAnonRssBytes // 0)')" "<=" 0.25
 		for name in $BROKERS; do
