@@ -101,10 +101,12 @@ deps-kcat:
 
 deps-kafka: $(KAFKA_STAMP)
 
-# Other clients for e2e/clients_test.go, pinned: kafka-python from PyPI, kafkajs from npm.
-KAFKA_PYTHON_VERSION := 3.0.12
-KAFKAJS_VERSION      := 2.2.4
-CLIENTS_STAMP        := .cache/clients-$(KAFKA_PYTHON_VERSION)-$(KAFKAJS_VERSION)
+# Other clients for e2e/clients_test.go and e2e/txn_python_test.go, pinned: kafka-python and
+# confluent-kafka (its wheel bundles librdkafka) from PyPI, kafkajs from npm.
+KAFKA_PYTHON_VERSION    := 3.0.12
+CONFLUENT_KAFKA_VERSION := 2.16.1
+KAFKAJS_VERSION         := 2.2.4
+CLIENTS_STAMP           := .cache/clients-$(KAFKA_PYTHON_VERSION)-$(CONFLUENT_KAFKA_VERSION)-$(KAFKAJS_VERSION)
 deps-clients: $(CLIENTS_STAMP)
 
 $(CLIENTS_STAMP):
@@ -112,7 +114,8 @@ $(CLIENTS_STAMP):
 		{ apt-get update && apt-get install -y python3 python3-pip; }
 	@command -v npm >/dev/null 2>&1 || { apt-get update && apt-get install -y nodejs npm; }
 	rm -rf .cache/python .cache/node
-	python3 -m pip install -q --disable-pip-version-check --target .cache/python kafka-python==$(KAFKA_PYTHON_VERSION)
+	python3 -m pip install -q --disable-pip-version-check --only-binary=confluent-kafka --target .cache/python \
+		kafka-python==$(KAFKA_PYTHON_VERSION) confluent-kafka==$(CONFLUENT_KAFKA_VERSION)
 	npm install --silent --no-audit --no-fund --prefix .cache/node kafkajs@$(KAFKAJS_VERSION)
 	touch $@
 
