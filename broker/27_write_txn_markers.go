@@ -13,11 +13,12 @@ package broker
 // producer epoch older than the partition's, TRANSACTION_COORDINATOR_FENCED for a coordinator
 // epoch older than the producer's last marker's, NOT_ENOUGH_REPLICAS below
 // min.insync.replicas, KAFKA_STORAGE_ERROR for a failed write. Followers replicate the markers
-// like any batch.
+// like any batch. A marker on a __consumer_offsets partition also ends the producer's
+// transactional offset commits (TxnOffsetCommit) there: once the high watermark passes it, the
+// group coordinator makes them committed offsets (COMMIT) or drops them (ABORT); a leader that
+// loses the partition first leaves that to the next leader's load, which replays the marker.
 //
-// Not built yet: the transaction coordinator that sends this request, and the group
-// coordinator's handling of transactional offset commits (the marker is appended to
-// __consumer_offsets, nothing more). v2 (TransactionVersion, KIP-890) is not served.
+// Version notes: v1 is v0 made flexible. v2 (TransactionVersion, KIP-890) is not served.
 
 import (
 	"errors"
@@ -26,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringbroker/coord"
 	rlog "ringbroker/log"
 	"ringbroker/wire"
 )
@@ -139,5 +141,27 @@ func (b *Broker) appendTxnMarker(p *partition, m *kmsg.WriteTxnMarkersRequestMar
 	b.metrics.topicBytesIn(p.topic, len(batch))
 	p.afterLeaderAppend(b.cfg.NodeID)
 	p.wakeWaiters()
+	if p.topic == offsetsTopic {
+		b.completeGroupTxn(p, m.ProducerID, m.Committed, res.BaseOffset)
+	}
 	return nil, res.LastOffset + 1
+}
+
+// completeGroupTxn tells the group coordinator that producerID's transaction ended with the
+// marker at offset of __consumer_offsets partition p, once the high watermark passes the
+// marker (under min.insync.replicas too: the marker is then in the ISR all the same). If the
+// leadership moves first, the next leader's load replays the marker instead.
+func (b *Broker) completeGroupTxn(p *partition, producerID int64, commit bool, offset int64) {
+	complete := func() {
+		if err := b.groups.CompleteTransaction(p.index, producerID, commit, offset); err != nil && !errors.Is(err, coord.ErrClosed) {
+			b.logger.Error("complete transactional offset commits", "partition", p.index, "producer_id", producerID, "err", err)
+		}
+	}
+	if !p.waitHW(offset+1, func(code *kerr.Error) {
+		if code == nil || code == kerr.NotEnoughReplicasAfterAppend {
+			complete()
+		}
+	}) {
+		complete()
+	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"ringbroker/broker/meta"
 	"ringbroker/coord"
+	"ringbroker/internal/recordbatch"
 	"ringbroker/wire"
 )
 
@@ -28,20 +29,21 @@ const maxOffsetsLoadBatch = 1 << 20
 // offsetsStore keeps the group coordinator's records in the __consumer_offsets partitions.
 type offsetsStore struct{ b *Broker }
 
-// Append writes records to the partition as one uncompressed batch and reports once the high
-// watermark covers it, as Kafka appends coordinator records with acks=all: the ISR has them
-// (and they are flushed under the topic's flush policy), so a new leader loads them. An ISR
-// below min.insync.replicas refuses the append (NOT_ENOUGH_REPLICAS), and a wait longer than
-// offsets.commit.timeout.ms fails it (REQUEST_TIMED_OUT); the coordinator answers both with
-// COORDINATOR_NOT_AVAILABLE.
-func (s offsetsStore) Append(partition int32, records []coord.Record, done func(error)) {
-	p, end, err := s.append(partition, records)
+// Append writes records to the partition as one uncompressed batch, a transactional one of
+// producerID and producerEpoch when producerID >= 0 (TxnOffsetCommit), and reports the batch's
+// base offset once the high watermark covers it, as Kafka appends coordinator records with
+// acks=all: the ISR has them (and they are flushed under the topic's flush policy), so a new
+// leader loads them. An ISR below min.insync.replicas refuses the append (NOT_ENOUGH_REPLICAS),
+// and a wait longer than offsets.commit.timeout.ms fails it (REQUEST_TIMED_OUT); the
+// coordinator answers both with COORDINATOR_NOT_AVAILABLE.
+func (s offsetsStore) Append(partition int32, producerID int64, producerEpoch int16, records []coord.Record, done func(int64, error)) {
+	p, base, end, err := s.append(partition, producerID, producerEpoch, records)
 	if err != nil || p.highWatermark() >= end {
-		done(err)
+		done(base, err)
 		return
 	}
 	var once sync.Once
-	finish := func(err error) { once.Do(func() { done(err) }) }
+	finish := func(err error) { once.Do(func() { done(base, err) }) }
 	timer := s.b.purgatory.after(time.Now().Add(s.b.cfg.OffsetsCommitTimeout), func() {
 		finish(fmt.Errorf("append to %s-%d: not replicated within %v: %w", offsetsTopic, partition, s.b.cfg.OffsetsCommitTimeout, kerr.RequestTimedOut))
 	})
@@ -58,40 +60,45 @@ func (s offsetsStore) Append(partition int32, records []coord.Record, done func(
 	}
 }
 
-// append writes records as one batch to the partition led here and returns it with the log
-// end after the batch.
-func (s offsetsStore) append(partition int32, records []coord.Record) (*partition, int64, error) {
+// append writes records as one batch to the partition led here and returns it with the batch's
+// base offset and the log end after it. The log checks the batch as a coordinator's
+// (AppendAsCoordinator): a transactional batch carries no sequence numbers, but an older
+// producer epoch fails with INVALID_PRODUCER_EPOCH.
+func (s offsetsStore) append(partition int32, producerID int64, producerEpoch int16, records []coord.Record) (*partition, int64, int64, error) {
 	p := s.b.parts.Load().leader(offsetsTopic, partition)
 	if p == nil {
-		return nil, 0, fmt.Errorf("append to %s-%d: %w", offsetsTopic, partition, kerr.NotLeaderForPartition)
+		return nil, 0, 0, fmt.Errorf("append to %s-%d: %w", offsetsTopic, partition, kerr.NotLeaderForPartition)
 	}
 	if st := p.state(); len(st.isr) < st.minISR {
-		return nil, 0, fmt.Errorf("append to %s-%d: ISR %v is smaller than min.insync.replicas %d: %w", offsetsTopic, partition, st.isr, st.minISR, kerr.NotEnoughReplicas)
+		return nil, 0, 0, fmt.Errorf("append to %s-%d: ISR %v is smaller than min.insync.replicas %d: %w", offsetsTopic, partition, st.isr, st.minISR, kerr.NotEnoughReplicas)
 	}
 	recs := make([]wire.Record, len(records))
 	for i, r := range records {
 		recs[i] = wire.Record{OffsetDelta: int32(i), Key: r.Key, Value: r.Value}
 	}
 	now := time.Now().UnixMilli()
-	batch, err := s.b.codecs.AppendBatch(nil, wire.BatchHeader{FirstTimestamp: now, MaxTimestamp: now,
-		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, wire.CodecNone, recs)
+	h := wire.BatchHeader{FirstTimestamp: now, MaxTimestamp: now, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}
+	if producerID >= 0 {
+		h.ProducerID, h.ProducerEpoch, h.Attributes = producerID, producerEpoch, recordbatch.AttrTransactional
+	}
+	batch, err := s.b.codecs.AppendBatch(nil, h, wire.CodecNone, recs)
 	if err != nil {
-		return nil, 0, fmt.Errorf("encode %s-%d batch: %w", offsetsTopic, partition, err)
+		return nil, 0, 0, fmt.Errorf("encode %s-%d batch: %w", offsetsTopic, partition, err)
 	}
 	p.appendMu.Lock()
-	_, err = p.log.Append(batch)
+	res, err := p.log.AppendAsCoordinator(batch)
 	end := p.log.LogEndOffset()
 	p.appendMu.Unlock()
 	if err != nil {
-		return nil, 0, fmt.Errorf("append to %s-%d: %w", offsetsTopic, partition, err)
+		return nil, 0, 0, fmt.Errorf("append to %s-%d: %w: %w", offsetsTopic, partition, appendErrorCode(err), err)
 	}
 	p.afterLeaderAppend(s.b.cfg.NodeID)
 	p.wakeWaiters()
-	return p, end, nil
+	return p, res.BaseOffset, end, nil
 }
 
-// Load replays every record of the partition in offset order.
-func (s offsetsStore) Load(partition int32, fn func(coord.Record) error) error {
+// Load replays every record and transaction marker of the partition in offset order.
+func (s offsetsStore) Load(partition int32, fn func(coord.LoggedRecord) error) error {
 	p := s.b.parts.Load().leader(offsetsTopic, partition)
 	if p == nil {
 		return fmt.Errorf("load %s-%d: %w", offsetsTopic, partition, kerr.NotLeaderForPartition)
@@ -115,30 +122,49 @@ func (s offsetsStore) Load(partition int32, fn func(coord.Record) error) error {
 	return nil
 }
 
-// replay decodes the batches in data, calls fn for each record at or after from, and returns
-// the offset after the last batch.
-func (s offsetsStore) replay(data []byte, from int64, fn func(coord.Record) error) (int64, error) {
+// replay decodes the batches in data, calls fn for each record at or after from, with the
+// producer id of a transactional batch, and for each COMMIT or ABORT marker, and returns the
+// offset after the last batch.
+func (s offsetsStore) replay(data []byte, from int64, fn func(coord.LoggedRecord) error) (int64, error) {
 	next := from
 	for i, pos := 0, 0; len(data) > 0; i++ {
 		b, rest, err := wire.NextBatch(data, i, pos)
 		if err != nil {
 			return next, err
 		}
-		base := b.BaseOffset()
-		if !b.IsControl() {
-			err = s.b.codecs.DecodeRecords(b, maxOffsetsLoadBatch*16, func(r *wire.Record) error {
-				if base+int64(r.OffsetDelta) < from {
-					return nil
+		base, control := b.BaseOffset(), b.IsControl()
+		producerID := int64(-1)
+		if b.IsTransactional() {
+			producerID = b.ProducerID()
+		}
+		err = s.b.codecs.DecodeRecords(b, maxOffsetsLoadBatch*16, func(r *wire.Record) error {
+			rec := coord.LoggedRecord{Offset: base + int64(r.OffsetDelta), ProducerID: producerID}
+			if rec.Offset < from {
+				return nil
+			}
+			if control {
+				typ, err := wire.ParseControlKey(r.Key)
+				if err != nil {
+					return fmt.Errorf("control record at offset %d: %w", rec.Offset, err)
 				}
-				rec := coord.Record{Key: append([]byte(nil), r.Key...)}
-				if r.Value != nil {
-					rec.Value = append([]byte{}, r.Value...)
+				switch typ {
+				case wire.ControlCommit:
+					rec.Marker = coord.CommitMarker
+				case wire.ControlAbort:
+					rec.Marker = coord.AbortMarker
+				default:
+					return nil // another control record type: nothing for the coordinator
 				}
 				return fn(rec)
-			})
-			if err != nil {
-				return next, err
 			}
+			rec.Key = append([]byte(nil), r.Key...)
+			if r.Value != nil {
+				rec.Value = append([]byte{}, r.Value...)
+			}
+			return fn(rec)
+		})
+		if err != nil {
+			return next, err
 		}
 		next = b.LastOffset() + 1
 		pos += len(b)

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -303,21 +302,7 @@ func testTransactionsPartitionSide(t *testing.T, io string) {
 	}
 
 	// Markers go to __consumer_offsets partitions too.
-	fc := kmsg.NewPtrFindCoordinatorRequest()
-	fc.CoordinatorKey = "txn-group"
-	testutil.WaitFor(t, 20*time.Second, func() error {
-		resp, err := fc.RequestWith(ctx, cl)
-		if err != nil {
-			return err
-		}
-		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-			return err
-		}
-		if b.parts.Load().leader(offsetsTopic, 0) == nil {
-			return fmt.Errorf("%s-0 not led here yet", offsetsTopic)
-		}
-		return nil
-	})
+	waitGroupCoordinator(ctx, t, b, cl, "txn-group", 0)
 	before := listLatest(ctx, t, cl, offsetsTopic, 0)
 	codes = writeMarkers(ctx, t, b, cl, txnMarker{p: c, commit: true, coordEpoch: 6, topic: offsetsTopic, partitions: []int32{0}})
 	if codes[0][offsetsTopic][0] != 0 {

@@ -120,12 +120,7 @@ func (s *shard) offsetCommit(p int32, req *kmsg.OffsetCommitRequest, respond fun
 	if req.Version >= 2 && req.Version <= 4 && req.RetentionTimeMillis >= 0 {
 		expire = now + req.RetentionTimeMillis
 	}
-	type commit struct {
-		tp   topicPartition
-		o    committedOffset
-		code *int16
-	}
-	commits := make([]commit, 0, n)
+	commits := make([]offsetWrite, 0, n)
 	records := make([]Record, 0, n)
 	k = 0
 	for _, rt := range req.Topics {
@@ -152,7 +147,7 @@ func (s *shard) offsetCommit(p int32, req *kmsg.OffsetCommitRequest, respond fun
 				o.commitTimestamp = rp.Timestamp
 			}
 			tp := topicPartition{rt.Topic, rp.Partition}
-			commits = append(commits, commit{tp, o, code})
+			commits = append(commits, offsetWrite{tp, o, code})
 			records = append(records, offsetCommitRecord(g.id, tp, o))
 		}
 	}
@@ -160,56 +155,86 @@ func (s *shard) offsetCommit(p int32, req *kmsg.OffsetCommitRequest, respond fun
 		respond(resp)
 		return
 	}
-	for _, c := range commits {
-		g.pendingCommits[c.tp]++
-	}
-	s.appendRecords(p, records, func(err error) {
-		for _, c := range commits {
-			if g.pendingCommits[c.tp]--; g.pendingCommits[c.tp] <= 0 {
-				delete(g.pendingCommits, c.tp)
-			}
-		}
-		if err != nil {
-			code := appendOffsetError(err).Code
-			for _, c := range commits {
-				*c.code = code
-			}
-			respond(resp)
-			return
-		}
+	s.writeOffsets(g, p, -1, -1, commits, records, appendOffsetError, func(written []offsetWrite) {
 		if s.current(g) {
-			for _, c := range commits {
+			for _, c := range written {
 				g.offsets[c.tp] = c.o
 			}
 		}
-		respond(resp)
+	}, func() { respond(resp) })
+}
+
+// offsetWrite is one partition of an offset commit on its way to the log, with where its
+// response error code goes.
+type offsetWrite struct {
+	tp   topicPartition
+	o    committedOffset
+	code *int16
+}
+
+// writeOffsets appends records, records[i] holding writes[i], to partition p of group g: a
+// transactional batch of producerID when it is >= 0. Meanwhile the partitions count as being
+// written, for require_stable. Once durable, applied gets the writes with their record
+// offsets set; a failed append gives every write the code failed maps the error to. respond
+// runs last, either way.
+func (s *shard) writeOffsets(g *group, p int32, producerID int64, producerEpoch int16, writes []offsetWrite, records []Record,
+	failed func(error) *kerr.Error, applied func([]offsetWrite), respond func()) {
+	for _, w := range writes {
+		g.pendingCommits[w.tp]++
+	}
+	s.appendBatch(p, producerID, producerEpoch, records, func(base int64, err error) {
+		for _, w := range writes {
+			if g.pendingCommits[w.tp]--; g.pendingCommits[w.tp] <= 0 {
+				delete(g.pendingCommits, w.tp)
+			}
+		}
+		if err != nil {
+			code := failed(err).Code
+			for _, w := range writes {
+				*w.code = code
+			}
+			respond()
+			return
+		}
+		for i := range writes {
+			writes[i].o.recordOffset = base + int64(i)
+		}
+		applied(writes)
+		respond()
 	})
 }
 
-// validateCommit checks who may commit, as Kafka's
-// ClassicGroup.validateOffsetCommit.
+// validateCommit checks who may commit.
 func validateCommit(g *group, req *kmsg.OffsetCommitRequest) *kerr.Error {
+	if g.cons != nil && !g.is(stateDead) {
+		return g.cons.validateCommit(req)
+	}
+	return g.validateClassicCommit(req.MemberID, req.InstanceID, req.Generation, false)
+}
+
+// validateClassicCommit checks who may commit to g, as Kafka's
+// ClassicGroup.validateOffsetCommit. A transactional commit (TxnOffsetCommit,
+// whose versions before 3 carry no member) need not name a member, and a
+// rebalance does not stop it.
+func (g *group) validateClassicCommit(memberID string, instanceID *string, generation int32, transactional bool) *kerr.Error {
 	if g.is(stateDead) {
 		return kerr.CoordinatorNotAvailable
 	}
-	if g.cons != nil {
-		return g.cons.validateCommit(req)
-	}
-	if req.Generation < 0 && g.is(stateEmpty) {
+	if generation < 0 && g.is(stateEmpty) {
 		return nil // a simple group, or an admin resetting offsets
 	}
-	if req.Generation >= 0 || req.MemberID != "" || req.InstanceID != nil {
-		if errc := g.validateMember(req.MemberID, req.InstanceID); errc != nil {
+	if generation >= 0 || memberID != "" || instanceID != nil {
+		if errc := g.validateMember(memberID, instanceID); errc != nil {
 			return errc
 		}
-		if req.Generation != g.generation {
+		if generation != g.generation {
 			return kerr.IllegalGeneration
 		}
-	} else if !g.is(stateEmpty) {
+	} else if !transactional && !g.is(stateEmpty) {
 		// Only members may commit for a group with members.
 		return kerr.UnknownMemberID
 	}
-	if g.is(stateCompletingRebalance) {
+	if !transactional && g.is(stateCompletingRebalance) {
 		// The member has the new generation but not its assignment yet.
 		return kerr.RebalanceInProgress
 	}

@@ -5,8 +5,10 @@ package coord
 // Behavior: returns committed offsets regardless of the group's state, since
 // simple groups commit without membership. Requested partitions without a
 // commit get offset -1; a null topic list (v2+) returns every committed
-// offset. With require_stable (v7+), partitions with a commit still being
-// written get UNSTABLE_OFFSET_COMMIT.
+// offset. With require_stable (v7+, KIP-447), partitions with a commit still
+// being written or a transactional commit still pending get
+// UNSTABLE_OFFSET_COMMIT; without it, pending transactional offsets are not
+// seen.
 //
 // Version notes: v0 is not served (Kafka 4.0 removed it, KIP-896); v1
 // reports group errors in every partition; v2-v7 in a top-level error code;
@@ -109,7 +111,7 @@ func (s *shard) fetchOffsets(p int32, groupID string, topics []kmsg.OffsetFetchR
 		return nil, requestedUnknown(topics)
 	}
 	fill := func(tp topicPartition, sp *kmsg.OffsetFetchResponseGroupTopicPartition) {
-		if requireStable && g.pendingCommits[tp] > 0 {
+		if requireStable && (g.pendingCommits[tp] > 0 || g.hasTxnOffset(tp)) {
 			sp.ErrorCode = kerr.UnstableOffsetCommit.Code
 			return
 		}

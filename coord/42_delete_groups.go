@@ -3,7 +3,8 @@ package coord
 // DeleteGroups (key 42), versions 0-3.
 //
 // Behavior: deletes Empty groups with their committed offsets: tombstones for
-// every offset and (if the group ever had a generation) for its metadata are
+// every offset, committed or pending in a transaction (which drops it, as in
+// Kafka), and (if the group ever had a generation) for its metadata are
 // written to __consumer_offsets, and each group's result is returned once
 // they are durable. Groups with members get NON_EMPTY_GROUP, unknown ones
 // GROUP_ID_NOT_FOUND. Groups on different shards are deleted in parallel.
@@ -74,7 +75,8 @@ func (s *shard) deleteGroups(groups []string, idx []int, parts []int32, results 
 			results[i].ErrorCode = kerr.NonEmptyGroup.Code
 			continue
 		}
-		byPartition[p] = append(byPartition[p], deletionRecords(g, slices.Collect(maps.Keys(g.offsets)))...)
+		tps := append(slices.Collect(maps.Keys(g.offsets)), g.txnPartitions()...)
+		byPartition[p] = append(byPartition[p], deletionRecords(g, tps)...)
 		waiting[p] = append(waiting[p], i)
 		s.removeGroup(part, g)
 	}

@@ -5,8 +5,9 @@ package coord
 // Behavior: deletes committed offsets of a group. An Empty group may delete
 // any; a consumer group with members may delete offsets of topics none of
 // its members subscribes to (GROUP_SUBSCRIBED_TO_TOPIC for the others);
-// other groups with members get NON_EMPTY_GROUP. The response waits for the
-// tombstones to be durable.
+// other groups with members get NON_EMPTY_GROUP. A tombstone is written for
+// a committed offset or one pending in a transaction (dropping it, as in
+// Kafka). The response waits for the tombstones to be durable.
 //
 // Version notes: only v0 exists.
 
@@ -28,11 +29,7 @@ func (s *shard) offsetDelete(p int32, req *kmsg.OffsetDeleteRequest, respond fun
 		resp.ErrorCode = e.Code
 		respond(resp)
 	}
-	if req.Group == "" {
-		fail(kerr.InvalidGroupID)
-		return
-	}
-	part, errc := s.owned(p)
+	part, errc := s.ownedFor(p, req.Group)
 	if errc != nil {
 		fail(errc)
 		return
@@ -58,8 +55,9 @@ func (s *shard) offsetDelete(p int32, req *kmsg.OffsetDeleteRequest, respond fun
 			tp := topicPartition{rt.Topic, rp.Partition}
 			if subscribed {
 				sp.ErrorCode = kerr.GroupSubscribedToTopic.Code
-			} else if _, ok := g.offsets[tp]; ok {
+			} else if _, ok := g.offsets[tp]; ok || g.hasTxnOffset(tp) {
 				delete(g.offsets, tp)
+				g.dropTxnOffsets(tp)
 				deleted = append(deleted, tp)
 			}
 			st.Partitions = append(st.Partitions, sp)

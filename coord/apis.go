@@ -28,6 +28,7 @@ func servedAPIs() []*API {
 		&syncGroupAPI,
 		&describeGroupsAPI,
 		&listGroupsAPI,
+		&txnOffsetCommitAPI,
 		&deleteGroupsAPI,
 		&offsetDeleteAPI,
 		&consumerGroupHeartbeatAPI,

@@ -10,6 +10,12 @@
 // key (08_offset_commit.go, ...); APIs lists them for the broker's
 // ApiVersions.
 //
+// Transactions (KIP-98, KIP-447): TxnOffsetCommit writes a group's offsets in
+// a transactional batch of the producer; they stay pending until the broker
+// reports the transaction's marker on that partition (CompleteTransaction),
+// which commits or drops them, and a load replays markers the same way. See
+// txn.go.
+//
 // The coordinator is split into shards. Each shard is one goroutine that owns
 // every group of its __consumer_offsets partitions (partition % shards) and
 // drains a lock-free MPSC queue of requests, store completions and timer

@@ -282,15 +282,15 @@ type blockingStore struct {
 	release chan struct{}
 }
 
-func (b *blockingStore) Load(p int32, fn func(Record) error) error {
+func (b *blockingStore) Load(p int32, fn func(LoggedRecord) error) error {
 	<-b.release
 	return b.memStore.Load(p, fn)
 }
 
-// TestLoadInProgress checks the answers for groups of a partition that is
-// still loading, and that they turn normal once it is loaded.
-func TestLoadInProgress(t *testing.T) {
-	store := &blockingStore{memStore: newMemStore(), release: make(chan struct{})}
+// newOnePartition starts a coordinator of one __consumer_offsets partition over store, on a
+// fake clock, closed when the test ends. No partition is loaded.
+func newOnePartition(t *testing.T, store OffsetStore) *GroupCoordinator {
+	t.Helper()
 	cfg := testConfig()
 	cfg.OffsetsPartitions = 1
 	cfg.Clock = &fakeClock{now: epoch}
@@ -298,7 +298,15 @@ func TestLoadInProgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(c.Close)
+	return c
+}
+
+// TestLoadInProgress checks the answers for groups of a partition that is
+// still loading, and that they turn normal once it is loaded.
+func TestLoadInProgress(t *testing.T) {
+	store := &blockingStore{memStore: newMemStore(), release: make(chan struct{})}
+	c := newOnePartition(t, store)
 	got := make(chan kmsg.Response, 10)
 	respond := func(r kmsg.Response) { got <- r }
 	recv := func() kmsg.Response {
@@ -472,11 +480,13 @@ func TestBatchSize(t *testing.T) {
 func TestReplaySkipsBadRecords(t *testing.T) {
 	store := newMemStore()
 	good := offsetCommitRecord("g", topicPartition{"t", 0}, committedOffset{offset: 3, leaderEpoch: -1, expireTimestamp: -1})
-	store.logs[0] = []Record{
+	for i, r := range []Record{
 		{Key: []byte{0}},
 		{Key: []byte{0, 9, 1, 2}, Value: []byte{1}},
 		{Key: good.Key, Value: []byte{0, 3, 1}},
 		good,
+	} {
+		store.logs[0] = append(store.logs[0], LoggedRecord{Record: r, Offset: int64(i), ProducerID: -1})
 	}
 	r, err := replay(store, 0)
 	if err != nil {
@@ -507,7 +517,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		rec := Record{Key: key, Value: value}
 		d, err := decodeRecord(rec)
 		r := newReplayed()
-		r.apply(rec)
+		r.apply(LoggedRecord{Record: rec, ProducerID: -1})
 		if err != nil {
 			return
 		}

@@ -14,9 +14,11 @@ import (
 // benchmarks measure the coordinator rather than a growing fake log.
 type discardStore struct{}
 
-func (discardStore) Append(_ int32, _ []Record, done func(error)) { done(nil) }
+func (discardStore) Append(_ int32, _ int64, _ int16, _ []Record, done func(int64, error)) {
+	done(0, nil)
+}
 
-func (discardStore) Load(int32, func(Record) error) error { return nil }
+func (discardStore) Load(int32, func(LoggedRecord) error) error { return nil }
 
 // benchCoordinator starts a coordinator on the system clock over a
 // discarding store with every partition loaded.

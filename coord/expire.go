@@ -7,7 +7,9 @@ import (
 
 // This file expires committed offsets after offsets.retention.minutes and
 // removes Empty groups left without offsets, as Kafka's periodic
-// cleanupGroupMetadata does.
+// cleanupGroupMetadata does. As in Kafka, an offset with a pending
+// transactional offset of its partition does not expire, and a group with
+// pending transactional offsets is not removed.
 
 func (s *shard) scheduleRetention() {
 	s.schedule(s.c.cfg.OffsetsRetentionCheckInterval, func() {
@@ -35,7 +37,7 @@ func (s *shard) expireOffsets() {
 			for _, tp := range expired {
 				delete(g.offsets, tp)
 			}
-			remove := g.is(stateEmpty) && len(g.offsets) == 0 && len(g.pending) == 0 && len(g.pendingCommits) == 0
+			remove := g.is(stateEmpty) && len(g.offsets) == 0 && len(g.pending) == 0 && len(g.pendingCommits) == 0 && len(g.txnOffsets) == 0
 			if len(expired) == 0 && !remove {
 				continue
 			}
@@ -63,7 +65,8 @@ func (s *shard) expireOffsets() {
 // retention after the group became empty; a Stable consumer group's offsets
 // of unsubscribed topics retention after their commit; a simple group's
 // offsets retention after their commit. Offsets with an explicit expire
-// timestamp expire then. Offsets being written never expire.
+// timestamp expire then. Offsets being written, or with a pending
+// transactional offset, never expire.
 func (g *group) expiredOffsets(now, retention int64) []topicPartition {
 	var base func(committedOffset) int64
 	var subscribed map[string]struct{}
@@ -85,7 +88,7 @@ func (g *group) expiredOffsets(now, retention int64) []topicPartition {
 	}
 	var out []topicPartition
 	for tp, o := range g.offsets {
-		if _, ok := subscribed[tp.topic]; ok || g.pendingCommits[tp] > 0 {
+		if _, ok := subscribed[tp.topic]; ok || g.pendingCommits[tp] > 0 || g.hasTxnOffset(tp) {
 			continue
 		}
 		if o.expireTimestamp >= 0 && now >= o.expireTimestamp || o.expireTimestamp < 0 && now-base(o) >= retention {

@@ -149,6 +149,12 @@ type group struct {
 	// pendingCommits counts in-flight appends per partition, for
 	// OffsetFetch's require_stable.
 	pendingCommits map[topicPartition]int
+	// txnOffsets are transactional offsets written by TxnOffsetCommit whose
+	// transaction has not ended, by producer id; the producer's COMMIT marker
+	// moves them to offsets, its ABORT marker drops them. Invariant: no map
+	// is empty, and every producer id here lists the group in its partition's
+	// txnGroups.
+	txnOffsets map[int64]map[topicPartition]committedOffset
 }
 
 func newGroup(id string, partition int32, now int64) *group {
@@ -165,6 +171,7 @@ func newGroup(id string, partition int32, now int64) *group {
 		supported:      make(map[string]int),
 		offsets:        make(map[topicPartition]committedOffset),
 		pendingCommits: make(map[topicPartition]int),
+		txnOffsets:     make(map[int64]map[topicPartition]committedOffset),
 		subscribed:     map[string]struct{}{},
 	}
 }

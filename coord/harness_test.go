@@ -82,43 +82,61 @@ func (c *fakeClock) Advance(d time.Duration) {
 }
 
 // memStore is an in-memory OffsetStore: a transport-level fake of the
-// __consumer_offsets log. Appends complete synchronously unless held.
+// __consumer_offsets log, where an entry's offset is its index. Appends
+// complete synchronously unless held.
 type memStore struct {
 	mu    sync.Mutex
-	logs  map[int32][]Record
+	logs  map[int32][]LoggedRecord
 	fail  func(p int32, recs []Record) error
 	hold  bool
 	held  []func()
 	loads int
 }
 
-func newMemStore() *memStore { return &memStore{logs: make(map[int32][]Record)} }
+func newMemStore() *memStore { return &memStore{logs: make(map[int32][]LoggedRecord)} }
 
-func (m *memStore) Append(p int32, recs []Record, done func(error)) {
+func (m *memStore) Append(p int32, producerID int64, _ int16, recs []Record, done func(int64, error)) {
 	m.mu.Lock()
 	if m.hold {
-		m.held = append(m.held, func() { m.finish(p, recs, done) })
+		m.held = append(m.held, func() { m.finish(p, producerID, recs, done) })
 		m.mu.Unlock()
 		return
 	}
 	m.mu.Unlock()
-	m.finish(p, recs, done)
+	m.finish(p, producerID, recs, done)
 }
 
-func (m *memStore) finish(p int32, recs []Record, done func(error)) {
+func (m *memStore) finish(p int32, producerID int64, recs []Record, done func(int64, error)) {
 	m.mu.Lock()
 	var err error
 	if m.fail != nil {
 		err = m.fail(p, recs)
 	}
+	base := int64(len(m.logs[p]))
 	if err == nil {
-		m.logs[p] = append(m.logs[p], recs...)
+		for i, r := range recs {
+			m.logs[p] = append(m.logs[p], LoggedRecord{Record: r, Offset: base + int64(i), ProducerID: producerID})
+		}
 	}
 	m.mu.Unlock()
-	done(err)
+	done(base, err)
 }
 
-func (m *memStore) Load(p int32, fn func(Record) error) error {
+// appendMarker writes a transaction marker of producerID to partition p and
+// returns its offset.
+func (m *memStore) appendMarker(p int32, producerID int64, commit bool) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mk := AbortMarker
+	if commit {
+		mk = CommitMarker
+	}
+	off := int64(len(m.logs[p]))
+	m.logs[p] = append(m.logs[p], LoggedRecord{Offset: off, ProducerID: producerID, Marker: mk})
+	return off
+}
+
+func (m *memStore) Load(p int32, fn func(LoggedRecord) error) error {
 	m.mu.Lock()
 	recs := slices.Clone(m.logs[p])
 	m.loads++
@@ -148,7 +166,21 @@ func (m *memStore) heldCount() int {
 	return len(m.held)
 }
 
+// records returns the records of partition p, without markers.
 func (m *memStore) records(p int32) []Record {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Record
+	for _, e := range m.logs[p] {
+		if e.Marker == NoMarker {
+			out = append(out, e.Record)
+		}
+	}
+	return out
+}
+
+// entries returns the records and markers of partition p.
+func (m *memStore) entries(p int32) []LoggedRecord {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return slices.Clone(m.logs[p])
@@ -389,6 +421,8 @@ func (a args) has(word string) bool { return slices.Contains(a.words, word) }
 //	heartbeat <actor>... [v= gen= member=]
 //	leave <actor>... [v=] [by-instance]
 //	commit <actor>|- <topic>:<partition>@<offset>... [v= group= gen= member= meta=]
+//	txn-commit <actor>|- <topic>:<partition>@<offset>... pid= [epoch= v= group= gen= member= instance= meta=]
+//	end-txn pid= commit|abort [group=]  a marker on the group's partition, then CompleteTransaction
 //	fetch [group=] [<topic>:<partition>...] [stable] [v=]
 //	describe <group>... [v=] | list [states=] | delete <group>... | offset-delete [group=] <topic>:<partition>...
 //	advance <duration> | restart | hold-store | release-store | fail-store <ERROR>|off | log [group=]
@@ -496,28 +530,29 @@ func (sc *scenario) run(line string) []string {
 		if m, ok := a.kv["member"]; ok {
 			req.MemberID = m
 		}
-		for _, spec := range a.words[1:] {
-			tpart, off, _ := strings.Cut(spec, "@")
-			topic, p := splitTP(t, tpart)
-			n, err := strconv.ParseInt(off, 10, 64)
-			if err != nil {
-				t.Fatalf("commit offset %q: %v", spec, err)
+		for _, specs := range parseOffsetSpecs(t, a.words[1:]) {
+			rt := kmsg.NewOffsetCommitRequestTopic()
+			rt.Topic = specs[0].topic
+			for _, sp := range specs {
+				rp := kmsg.NewOffsetCommitRequestTopicPartition()
+				rp.Partition, rp.Offset = sp.partition, sp.offset
+				if md, ok := a.kv["meta"]; ok {
+					rp.Metadata = &md
+				}
+				rt.Partitions = append(rt.Partitions, rp)
 			}
-			rp := kmsg.NewOffsetCommitRequestTopicPartition()
-			rp.Partition, rp.Offset = p, n
-			if md, ok := a.kv["meta"]; ok {
-				rp.Metadata = &md
-			}
-			i := slices.IndexFunc(req.Topics, func(rt kmsg.OffsetCommitRequestTopic) bool { return rt.Topic == topic })
-			if i < 0 {
-				rt := kmsg.NewOffsetCommitRequestTopic()
-				rt.Topic = topic
-				req.Topics = append(req.Topics, rt)
-				i = len(req.Topics) - 1
-			}
-			req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+			req.Topics = append(req.Topics, rt)
 		}
 		d.send(name, RequestInfo{ClientID: name}, req)
+	case "txn-commit":
+		sc.txnCommit(a)
+	case "end-txn":
+		p := PartitionFor(cmp.Or(a.kv["group"], "g"), d.cfg.OffsetsPartitions)
+		pid := a.int(t, "pid", -1)
+		off := d.store.appendMarker(p, pid, a.has("commit"))
+		if err := d.c.CompleteTransaction(p, pid, a.has("commit"), off); err != nil {
+			t.Fatalf("complete transaction: %v", err)
+		}
 	case "fetch":
 		// fetch [group=g] [t:p ...] [stable] [v=]
 		req := kmsg.NewPtrOffsetFetchRequest()
@@ -607,13 +642,80 @@ func (sc *scenario) run(line string) []string {
 	case "log":
 		// log: print the __consumer_offsets records of group g's partition.
 		g := cmp.Or(a.kv["group"], "g")
-		return formatLog(t, d.store.records(PartitionFor(g, d.cfg.OffsetsPartitions)))
+		return formatLog(t, d.store.entries(PartitionFor(g, d.cfg.OffsetsPartitions)))
 	default:
 		t.Fatalf("unknown command %q", cmd)
 	}
 	var out []string
 	for _, ev := range d.settle() {
 		out = append(out, sc.format(ev)...)
+	}
+	return out
+}
+
+// txnCommit sends a TxnOffsetCommit: txn-commit <actor>|- t:p@offset... pid= [epoch=] [v=]
+// [group=] [gen=] [member=] [instance=] [meta=]. An actor's member id and
+// generation are sent unless overridden; "-" sends none.
+func (sc *scenario) txnCommit(a args) {
+	t := sc.t
+	name := a.words[0]
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.Version = int16(a.int(t, "v", 4))
+	req.TransactionalID = "txn-" + name
+	req.ProducerID = a.int(t, "pid", -1)
+	req.ProducerEpoch = int16(a.int(t, "epoch", 0))
+	req.Group = cmp.Or(a.kv["group"], "g")
+	if name != "-" {
+		act := sc.actor(name)
+		req.Group, req.MemberID, req.InstanceID, req.Generation = act.group, act.memberID, act.instanceID, act.generation
+	}
+	req.Generation = int32(a.int(t, "gen", int64(req.Generation)))
+	if m, ok := a.kv["member"]; ok {
+		req.MemberID = m
+	}
+	if v, ok := a.kv["instance"]; ok {
+		req.InstanceID = &v
+	}
+	for _, specs := range parseOffsetSpecs(t, a.words[1:]) {
+		rt := kmsg.NewTxnOffsetCommitRequestTopic()
+		rt.Topic = specs[0].topic
+		for _, sp := range specs {
+			rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+			rp.Partition, rp.Offset = sp.partition, sp.offset
+			if md, ok := a.kv["meta"]; ok {
+				rp.Metadata = &md
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	sc.d.send(name, RequestInfo{ClientID: name}, req)
+}
+
+// offsetSpec is one topic:partition@offset argument of commit and txn-commit.
+type offsetSpec struct {
+	topic     string
+	partition int32
+	offset    int64
+}
+
+// parseOffsetSpecs parses topic:partition@offset arguments, grouped by topic in the order the
+// topics first appear.
+func parseOffsetSpecs(t *testing.T, args []string) [][]offsetSpec {
+	var out [][]offsetSpec
+	for _, arg := range args {
+		tpart, off, _ := strings.Cut(arg, "@")
+		topic, p := splitTP(t, tpart)
+		n, err := strconv.ParseInt(off, 10, 64)
+		if err != nil {
+			t.Fatalf("offset argument %q: %v", arg, err)
+		}
+		sp := offsetSpec{topic, p, n}
+		if i := slices.IndexFunc(out, func(g []offsetSpec) bool { return g[0].topic == topic }); i >= 0 {
+			out[i] = append(out[i], sp)
+		} else {
+			out = append(out, []offsetSpec{sp})
+		}
 	}
 	return out
 }
@@ -731,6 +833,14 @@ func (sc *scenario) format(ev event) []string {
 			}
 		}
 		return []string{line}
+	case *kmsg.TxnOffsetCommitResponse:
+		line := prefix + "TxnOffsetCommit"
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				line += fmt.Sprintf(" %s:%d=%s", t.Topic, p.Partition, errName(p.ErrorCode))
+			}
+		}
+		return []string{line}
 	case *kmsg.OffsetFetchResponse:
 		var lines []string
 		if r.Version < 8 {
@@ -793,18 +903,26 @@ func (sc *scenario) format(ev event) []string {
 	return []string{fmt.Sprintf("%s%T", prefix, ev.resp)}
 }
 
-func formatLog(t *testing.T, recs []Record) []string {
+func formatLog(t *testing.T, entries []LoggedRecord) []string {
 	var out []string
-	for _, r := range recs {
-		d, err := decodeRecord(r)
+	for _, e := range entries {
+		if e.Marker != NoMarker {
+			out = append(out, fmt.Sprintf("marker pid=%d commit=%t", e.ProducerID, e.Marker == CommitMarker))
+			continue
+		}
+		d, err := decodeRecord(e.Record)
 		if err != nil {
 			t.Fatalf("stored record does not decode: %v", err)
+		}
+		txn := ""
+		if e.ProducerID >= 0 {
+			txn = fmt.Sprintf(" pid=%d", e.ProducerID)
 		}
 		switch {
 		case d.isOffset && d.tombstone:
 			out = append(out, fmt.Sprintf("offset %s %s:%d tombstone", d.group, d.tp.topic, d.tp.partition))
 		case d.isOffset:
-			out = append(out, fmt.Sprintf("offset %s %s:%d=%d meta=%q", d.group, d.tp.topic, d.tp.partition, d.offset.offset, d.offset.metadata))
+			out = append(out, fmt.Sprintf("offset %s %s:%d=%d meta=%q%s", d.group, d.tp.topic, d.tp.partition, d.offset.offset, d.offset.metadata, txn))
 		case d.tombstone:
 			out = append(out, fmt.Sprintf("group %s tombstone", d.group))
 		default:

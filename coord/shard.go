@@ -30,12 +30,23 @@ type partition struct {
 	// loaded is false while the partition is being replayed from the store.
 	loaded bool
 	groups map[string]*group
+	// txnGroups lists, per producer id, the groups holding pending
+	// transactional offsets of that producer (group.txnOffsets), which its
+	// transaction marker completes.
+	txnGroups map[int64]map[string]struct{}
+	// markers are the transaction markers that completed while the partition
+	// was loading, applied once it is loaded.
+	markers []txnMarker
+}
+
+func newPartition(id int32) *partition {
+	return &partition{id: id, groups: make(map[string]*group), txnGroups: make(map[int64]map[string]struct{})}
 }
 
 // pendingAppend is a store append whose completion has not been processed.
 type pendingAppend struct {
 	partition int32
-	then      func(error)
+	then      func(base int64, err error)
 }
 
 // shard is one coordinator goroutine and everything it owns. All fields are
@@ -136,6 +147,15 @@ func (s *shard) owned(p int32) (*partition, *kerr.Error) {
 	return part, nil
 }
 
+// ownedFor is owned for a request about group, which must be named: an empty
+// group id is INVALID_GROUP_ID.
+func (s *shard) ownedFor(p int32, group string) (*partition, *kerr.Error) {
+	if group == "" {
+		return nil, kerr.InvalidGroupID
+	}
+	return s.owned(p)
+}
+
 // ownedGroup returns group id of partition p, nil when the partition holds
 // no such group, or the error owned reports for p.
 func (s *shard) ownedGroup(p int32, id string) (*group, *kerr.Error) {
@@ -146,29 +166,36 @@ func (s *shard) ownedGroup(p int32, id string) (*group, *kerr.Error) {
 	return part.groups[id], nil
 }
 
-// appendRecords writes records to partition p's log and runs then on the
-// shard with the outcome. then also runs, with NOT_COORDINATOR, if the
+// appendRecords writes records to partition p's log as a plain batch and
+// runs then on the shard with the outcome, as appendBatch.
+func (s *shard) appendRecords(p int32, records []Record, then func(error)) {
+	s.appendBatch(p, -1, -1, records, func(_ int64, err error) { then(err) })
+}
+
+// appendBatch writes records to partition p's log as one batch, transactional
+// for a producerID >= 0, and runs then on the shard with the log offset of the
+// first record or the error. then also runs, with NOT_COORDINATOR, if the
 // partition is unloaded or the coordinator closes first. Records larger than
 // MaxBatchBytes fail with RECORD_LIST_TOO_LARGE without reaching the store.
-func (s *shard) appendRecords(p int32, records []Record, then func(error)) {
+func (s *shard) appendBatch(p int32, producerID int64, producerEpoch int16, records []Record, then func(base int64, err error)) {
 	s.nextAppend++
 	id := s.nextAppend
 	s.appends[id] = &pendingAppend{partition: p, then: then}
-	finish := func(err error) {
+	finish := func(base int64, err error) {
 		s.push(func(s *shard) {
 			pa := s.appends[id]
 			if pa == nil {
 				return // already failed by unload or shutdown
 			}
 			delete(s.appends, id)
-			pa.then(err)
+			pa.then(base, err)
 		})
 	}
 	if size := batchSize(records); size > s.c.cfg.MaxBatchBytes {
-		finish(fmt.Errorf("append of %d bytes to partition %d exceeds max batch bytes %d: %w", size, p, s.c.cfg.MaxBatchBytes, kerr.RecordListTooLarge))
+		finish(-1, fmt.Errorf("append of %d bytes to partition %d exceeds max batch bytes %d: %w", size, p, s.c.cfg.MaxBatchBytes, kerr.RecordListTooLarge))
 		return
 	}
-	s.c.store.Append(p, records, finish)
+	s.c.store.Append(p, producerID, producerEpoch, records, finish)
 }
 
 // failAppends runs then with NOT_COORDINATOR for the in-flight appends of
@@ -184,7 +211,7 @@ func (s *shard) failAppends(p int32) {
 	for _, id := range ids {
 		pa := s.appends[id]
 		delete(s.appends, id)
-		pa.then(kerr.NotLeaderForPartition)
+		pa.then(-1, kerr.NotLeaderForPartition)
 	}
 }
 
@@ -206,7 +233,7 @@ func (s *shard) startLoad(p int32, done func(error)) {
 	if old := s.parts[p]; old != nil {
 		s.drop(old)
 	}
-	part := &partition{id: p, groups: make(map[string]*group)}
+	part := newPartition(p)
 	s.parts[p] = part
 	store, log := s.c.store, s.c.log
 	go func() {
@@ -245,7 +272,18 @@ func (s *shard) finishLoad(part *partition, res *replayed, err error, done func(
 		}
 		part.groups[id] = g
 	}
+	for _, pid := range slices.Sorted(maps.Keys(res.txns)) {
+		for id, offs := range res.txns[pid] {
+			if len(offs) > 0 {
+				s.addTxnOffsets(part, id, pid, offs)
+			}
+		}
+	}
 	part.loaded = true
+	for _, m := range part.markers {
+		s.completeTxn(part, m)
+	}
+	part.markers = nil
 	s.c.log.Info("loaded group coordinator partition", "partition", part.id, "groups", len(part.groups))
 	done(nil)
 }
@@ -345,40 +383,48 @@ type replayed struct {
 	groups    map[string]*kmsg.GroupMetadataValue
 	consumers map[string]*replayedConsumer
 	offsets   map[string]map[topicPartition]committedOffset
-	skipped   int
-	firstErr  error
+	// txns are the transactional offsets whose transaction has not ended by
+	// the end of the log, by producer id and group.
+	txns     map[int64]map[string]map[topicPartition]committedOffset
+	skipped  int
+	firstErr error
 }
 
 func newReplayed() *replayed {
 	return &replayed{groups: make(map[string]*kmsg.GroupMetadataValue), consumers: make(map[string]*replayedConsumer),
-		offsets: make(map[string]map[topicPartition]committedOffset)}
+		offsets: make(map[string]map[topicPartition]committedOffset), txns: make(map[int64]map[string]map[topicPartition]committedOffset)}
 }
 
-// groupIDs returns, sorted, every group with metadata or offsets.
+// groupIDs returns, sorted, every group with metadata, offsets or pending
+// transactional offsets.
 func (r *replayed) groupIDs() []string {
-	ids := make([]string, 0, len(r.groups)+len(r.offsets))
+	ids := make(map[string]struct{}, len(r.groups)+len(r.offsets))
 	for id := range r.groups {
-		ids = append(ids, id)
+		ids[id] = struct{}{}
 	}
 	for id, offs := range r.offsets {
-		if _, ok := r.groups[id]; !ok && len(offs) > 0 {
-			ids = append(ids, id)
+		if len(offs) > 0 {
+			ids[id] = struct{}{}
 		}
 	}
 	for id := range r.consumers {
-		if _, ok := r.groups[id]; !ok && len(r.offsets[id]) == 0 {
-			ids = append(ids, id)
+		ids[id] = struct{}{}
+	}
+	for _, groups := range r.txns {
+		for id, offs := range groups {
+			if len(offs) > 0 {
+				ids[id] = struct{}{}
+			}
 		}
 	}
-	slices.Sort(ids)
-	return ids
+	return slices.Sorted(maps.Keys(ids))
 }
 
 // replay reads partition p from store. Records that do not decode, and
 // record types this coordinator does not use, are skipped and counted.
 func replay(store OffsetStore, p int32) (*replayed, error) {
 	r := newReplayed()
-	err := store.Load(p, func(rec Record) error {
+	err := store.Load(p, func(rec LoggedRecord) error {
 		r.apply(rec)
 		return nil
 	})
@@ -388,8 +434,16 @@ func replay(store OffsetStore, p int32) (*replayed, error) {
 	return r, nil
 }
 
-func (r *replayed) apply(rec Record) {
-	d, err := decodeRecord(rec)
+// apply replays one entry, as Kafka's OffsetMetadataManager.replay and
+// replayEndTransactionMarker: offsets of a transactional batch are held per
+// producer until its marker commits or drops them, and a tombstone removes the
+// partition's offset, committed or pending.
+func (r *replayed) apply(rec LoggedRecord) {
+	if rec.Marker != NoMarker {
+		r.endTxn(rec.ProducerID, rec.Marker == CommitMarker)
+		return
+	}
+	d, err := decodeRecord(rec.Record)
 	if err != nil {
 		r.skipped++
 		if r.firstErr == nil {
@@ -402,16 +456,50 @@ func (r *replayed) apply(rec Record) {
 		r.applyConsumer(*d.consumer)
 	case d.isOffset && d.tombstone:
 		delete(r.offsets[d.group], d.tp)
-	case d.isOffset:
-		offs := r.offsets[d.group]
-		if offs == nil {
-			offs = make(map[topicPartition]committedOffset)
-			r.offsets[d.group] = offs
+		for _, groups := range r.txns {
+			delete(groups[d.group], d.tp)
 		}
-		offs[d.tp] = d.offset
+	case d.isOffset && rec.ProducerID >= 0:
+		d.offset.recordOffset = rec.Offset
+		groups := r.txns[rec.ProducerID]
+		if groups == nil {
+			groups = make(map[string]map[topicPartition]committedOffset)
+			r.txns[rec.ProducerID] = groups
+		}
+		setOffset(groups, d.group, d.tp, d.offset)
+	case d.isOffset:
+		d.offset.recordOffset = rec.Offset
+		setOffset(r.offsets, d.group, d.tp, d.offset)
 	case d.tombstone:
 		delete(r.groups, d.group)
 	default:
 		r.groups[d.group] = d.groupMeta
 	}
+}
+
+// endTxn ends producerID's transaction: on commit its offsets replace the
+// committed ones they were written after.
+func (r *replayed) endTxn(producerID int64, commit bool) {
+	groups := r.txns[producerID]
+	delete(r.txns, producerID)
+	if !commit {
+		return
+	}
+	for id, offs := range groups {
+		for tp, o := range offs {
+			if cur, ok := r.offsets[id][tp]; !ok || o.recordOffset > cur.recordOffset {
+				setOffset(r.offsets, id, tp, o)
+			}
+		}
+	}
+}
+
+// setOffset sets m[group][tp], creating the group's map.
+func setOffset(m map[string]map[topicPartition]committedOffset, group string, tp topicPartition, o committedOffset) {
+	offs := m[group]
+	if offs == nil {
+		offs = make(map[topicPartition]committedOffset)
+		m[group] = offs
+	}
+	offs[tp] = o
 }

@@ -20,19 +20,48 @@ type Record struct {
 	Value []byte
 }
 
+// LoggedRecord is one entry Load reads back from a __consumer_offsets partition: a record with
+// its place in the log, or a transaction marker.
+type LoggedRecord struct {
+	Record
+	// Offset is the entry's log offset. It orders a transactional offset commit against plain
+	// ones when its transaction commits.
+	Offset int64
+	// ProducerID is the producer of the entry's batch when the batch is transactional (a
+	// TxnOffsetCommit's, or a marker's), -1 otherwise.
+	ProducerID int64
+	// Marker is set on the COMMIT or ABORT control record that ends ProducerID's transaction;
+	// Record is then empty.
+	Marker Marker
+}
+
+// Marker says whether a LoggedRecord is a transaction marker, and which.
+type Marker int8
+
+// Markers: NoMarker for records, CommitMarker and AbortMarker for the control records
+// WriteTxnMarkers appends.
+const (
+	NoMarker Marker = iota
+	CommitMarker
+	AbortMarker
+)
+
 // OffsetStore persists coordinator state in the __consumer_offsets log; the
 // broker implements it over its partitions.
 type OffsetStore interface {
 	// Append writes records, in order, to partition as one batch and calls
-	// done once when they are durable (nil) or have failed. done may be
-	// called from any goroutine, including before Append returns. A Kafka
-	// error (*kerr.Error, possibly wrapped) is mapped to the client's error
-	// code as Kafka maps it; any other error becomes UNKNOWN_SERVER_ERROR.
-	Append(partition int32, records []Record, done func(error))
-	// Load calls fn for every record of partition in log order, from the
-	// log start to its end. Compaction may have removed superseded records.
-	// An error from fn stops the load and is returned.
-	Load(partition int32, fn func(Record) error) error
+	// done once when they are durable, with the log offset of the first
+	// record, or with an error. A producerID >= 0 makes the batch
+	// transactional, of that producer id and epoch (TxnOffsetCommit); -1
+	// writes a plain batch. done may be called from any goroutine, including
+	// before Append returns. A Kafka error (*kerr.Error, possibly wrapped) is
+	// mapped to the client's error code as Kafka maps it; any other error
+	// becomes UNKNOWN_SERVER_ERROR.
+	Append(partition int32, producerID int64, producerEpoch int16, records []Record, done func(base int64, err error))
+	// Load calls fn for every record and transaction marker of partition in
+	// log order, from the log start to its end. Compaction may have removed
+	// superseded records. An error from fn stops the load and is returned.
+	Load(partition int32, fn func(LoggedRecord) error) error
 }
 
 // Key versions of __consumer_offsets records, as Kafka writes them.
@@ -60,6 +89,10 @@ type committedOffset struct {
 	metadata        string
 	commitTimestamp int64 // ms
 	expireTimestamp int64 // ms, -1 unless the commit asked for a retention time
+	// recordOffset is the log offset of the record that wrote the commit
+	// (Kafka's OffsetAndMetadata.recordOffset): a transactional commit replaces
+	// the current offset when its transaction commits only if written after it.
+	recordOffset int64
 }
 
 func offsetCommitRecord(group string, tp topicPartition, o committedOffset) Record {

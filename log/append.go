@@ -34,6 +34,19 @@ type AppendResult struct {
 // ErrRecordListTooLarge, ErrOutOfOrderSequence, ErrInvalidProducerEpoch or ErrClosed, or
 // report an I/O failure.
 func (l *Log) Append(records []byte) (AppendResult, error) {
+	return l.append(records, true)
+}
+
+// AppendAsCoordinator is Append for a coordinator's own writes (the group coordinator's
+// __consumer_offsets batches, transactional for TxnOffsetCommit), as Kafka appends with
+// AppendOrigin.COORDINATOR: producer epochs and transactions are checked, but sequence numbers
+// are not (coordinator batches carry none) and no batch is taken for a duplicate.
+func (l *Log) AppendAsCoordinator(records []byte) (AppendResult, error) {
+	return l.append(records, false)
+}
+
+// append is Append; client says the batches come from clients, whose sequences are checked.
+func (l *Log) append(records []byte, client bool) (AppendResult, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.writable("append to"); err != nil {
@@ -50,7 +63,7 @@ func (l *Log) Append(records []byte) (AppendResult, error) {
 	if l.cfg.LogAppendTime {
 		appendTime = l.opts.Now().UnixMilli()
 	}
-	res, maxTs, err := l.stage(records, appendTime)
+	res, maxTs, err := l.stage(records, appendTime, client)
 	if err != nil || res.Duplicate {
 		l.producers.discard()
 		return res, err
@@ -131,8 +144,8 @@ func (l *Log) appendStaged(records []byte, res AppendResult, maxTs int64) (Appen
 // stage parses the batches of records into l.hdrs with their future offsets and leader epoch,
 // and checks them against the limits and the producer state (staging its changes). It returns
 // the offsets, the largest timestamp the batches will carry and, for a duplicate, the original
-// offsets.
-func (l *Log) stage(records []byte, appendTime int64) (res AppendResult, maxTs int64, err error) {
+// offsets. client selects the checks of client batches (see producers.check).
+func (l *Log) stage(records []byte, appendTime int64, client bool) (res AppendResult, maxTs int64, err error) {
 	l.hdrs = l.hdrs[:0]
 	next := l.leo.Load()
 	res = AppendResult{BaseOffset: next, LogAppendTime: appendTime}
@@ -148,7 +161,7 @@ func (l *Log) stage(records []byte, appendTime int64) (res AppendResult, maxTs i
 		}
 		h.baseOffset, h.leaderEpoch = next, l.leaderEpoch
 		if h.producerID >= 0 {
-			dup, isDup, err := l.producers.check(&h, records[pos:pos+int(h.size())], next, h.lastOffset())
+			dup, isDup, err := l.producers.check(&h, records[pos:pos+int(h.size())], next, h.lastOffset(), client)
 			if err != nil {
 				return AppendResult{}, 0, fmt.Errorf("append to %s: %w", l.dir, err)
 			}

@@ -148,8 +148,11 @@ func (p *producers) stage(id int64, e producerEntry, at int) {
 // (ErrTransactionCoordinatorFenced) and completes the transaction (one starting at the marker
 // when none is ongoing, as Kafka's); other control batches only move the epoch. On success the
 // change is staged for commit.
-func (p *producers) check(h *batchHeader, b []byte, firstOffset, lastOffset int64) (dup producerBatch, isDup bool, err error) {
-	if committed, ok := p.entries[h.producerID]; ok && !h.isControl() {
+//
+// A batch that is not from a client (client false: a coordinator's write, Kafka's
+// AppendOrigin.COORDINATOR) is never a duplicate and its sequence is not checked.
+func (p *producers) check(h *batchHeader, b []byte, firstOffset, lastOffset int64, client bool) (dup producerBatch, isDup bool, err error) {
+	if committed, ok := p.entries[h.producerID]; ok && client && !h.isControl() {
 		if b, found := committed.duplicate(h.producerEpoch, h.baseSequence, h.lastSequence()); found {
 			return b, true, nil
 		}
@@ -181,18 +184,30 @@ func (p *producers) check(h *batchHeader, b []byte, firstOffset, lastOffset int6
 		return producerBatch{}, false, fmt.Errorf("%w: producer %d wrote a non-transactional batch at offset %d during its transaction from %d",
 			ErrInvalidTxnState, h.producerID, firstOffset, e.txnFirstOffset)
 	}
-	if h.producerEpoch != e.epoch {
-		if h.baseSequence != 0 && e.epoch != noProducerEpoch {
-			return producerBatch{}, false, fmt.Errorf("%w: producer %d new epoch %d (current %d) at offset %d starts at sequence %d; want 0",
-				ErrOutOfOrderSequence, h.producerID, h.producerEpoch, e.epoch, firstOffset, h.baseSequence)
+	if client {
+		if err := e.checkSequence(h, firstOffset); err != nil {
+			return producerBatch{}, false, err
 		}
-	} else if last := e.lastSeq(); e.epoch != noProducerEpoch && !inSequence(last, h.baseSequence) {
-		return producerBatch{}, false, fmt.Errorf("%w: producer %d epoch %d at offset %d: sequence %d does not follow %d",
-			ErrOutOfOrderSequence, h.producerID, h.producerEpoch, firstOffset, h.baseSequence, last)
 	}
 	e.add(h.producerEpoch, producerBatch{firstSeq: h.baseSequence, lastSeq: h.lastSequence(), firstOffset: firstOffset, lastOffset: lastOffset})
 	p.stage(h.producerID, e, at)
 	return producerBatch{}, false, nil
+}
+
+// checkSequence checks that client batch h, to be written at firstOffset, continues e's
+// sequence: a new epoch starts at 0 unless the producer is unknown here, the same epoch goes on
+// from the last batch.
+func (e *producerEntry) checkSequence(h *batchHeader, firstOffset int64) error {
+	if h.producerEpoch != e.epoch {
+		if h.baseSequence != 0 && e.epoch != noProducerEpoch {
+			return fmt.Errorf("%w: producer %d new epoch %d (current %d) at offset %d starts at sequence %d; want 0",
+				ErrOutOfOrderSequence, h.producerID, h.producerEpoch, e.epoch, firstOffset, h.baseSequence)
+		}
+	} else if last := e.lastSeq(); e.epoch != noProducerEpoch && !inSequence(last, h.baseSequence) {
+		return fmt.Errorf("%w: producer %d epoch %d at offset %d: sequence %d does not follow %d",
+			ErrOutOfOrderSequence, h.producerID, h.producerEpoch, firstOffset, h.baseSequence, last)
+	}
+	return nil
 }
 
 // endTxn moves e to the epoch of control batch h and, for a marker m, completes the

@@ -180,6 +180,40 @@ func TestTxnProducerChecks(t *testing.T) {
 	wantAborted(t, l, 0, l.LogEndOffset(), AbortedTxn{ProducerID: 1, FirstOffset: 2}, AbortedTxn{ProducerID: 5, FirstOffset: 4})
 }
 
+// TestTxnCoordinatorAppends checks AppendAsCoordinator, the group coordinator's appends of
+// transactional offset commits: batches without sequence numbers, which a client append would
+// take for duplicates or refuse as out of order, are written, while the producer epoch and
+// the transaction state are checked as for clients.
+func TestTxnCoordinatorAppends(t *testing.T) {
+	l := mustOpen(t, t.TempDir(), testConfig(), Options{})
+	defer l.Close()
+	coordAppend := func(b []byte) AppendResult {
+		t.Helper()
+		res, err := l.AppendAsCoordinator(b)
+		if err != nil || res.Duplicate {
+			t.Fatalf("AppendAsCoordinator: %+v, %v", res, err)
+		}
+		return res
+	}
+	coordAppend(txnBatch(t, 1, 2, -1, 1, 8))
+	if res := coordAppend(txnBatch(t, 1, 2, -1, 1, 8)); res.BaseOffset != 1 {
+		t.Fatalf("second equal batch at %d; want 1", res.BaseOffset)
+	}
+	if res, err := l.Append(txnBatch(t, 1, 2, -1, 1, 8)); err != nil || !res.Duplicate {
+		t.Fatalf("the same batch from a client: %+v, %v; want a duplicate", res, err)
+	}
+	coordAppend(txnBatch(t, 1, 2, -1, 3, 8)) // 2-4
+	mustAppend(t, l, marker(t, 1, 2, true, 0))
+	coordAppend(txnBatch(t, 1, 2, -1, 1, 8)) // the producer's next transaction, same epoch
+	if _, err := l.AppendAsCoordinator(txnBatch(t, 1, 1, -1, 1, 8)); !errors.Is(err, ErrInvalidProducerEpoch) {
+		t.Fatalf("older producer epoch: %v; want ErrInvalidProducerEpoch", err)
+	}
+	if _, err := l.AppendAsCoordinator(makeBatch(t, idem(1, 2, -1, 1))); !errors.Is(err, ErrInvalidTxnState) {
+		t.Fatalf("non-transactional batch during a transaction: %v; want ErrInvalidTxnState", err)
+	}
+	wantLSO(t, l, l.LogEndOffset(), 6)
+}
+
 // TestTxnRecovery rebuilds the transaction state and .txnindex on reopen: after a crash
 // without clean shutdown, after deleting the indexes, and from a snapshot after a clean close.
 func TestTxnRecovery(t *testing.T) {
