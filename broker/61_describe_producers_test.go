@@ -44,7 +44,7 @@ func describeProducersRaw(ctx context.Context, t *testing.T, b *Broker, cl *kgo.
 // one whose transaction stays open and one whose transaction a marker aborts, then reads their
 // state with kadm.DescribeProducers; errors are checked with raw requests.
 func TestDescribeProducers(t *testing.T) {
-	b := startBroker(t, "netpoll", t.TempDir())
+	b := startBroker(t, "netpoll", t.TempDir(), noTxnVerification)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cl := newClient(t, b)
@@ -125,7 +125,7 @@ func TestDescribeProducers(t *testing.T) {
 // TestDescribeProducersReplicas: a follower answers from its own replica, as Kafka's does, and
 // a broker without a replica of an existing partition answers NOT_LEADER_OR_FOLLOWER.
 func TestDescribeProducersReplicas(t *testing.T) {
-	bs, ctx, adm := replicatedCluster(t, "rdp", 1, nil)
+	bs, ctx, adm := replicatedCluster(t, "rdp", 1, nil, func(c *Config) { c.TxnPartitionVerification = false })
 	cl := newClient(t, bs[0], clusterSeeds(bs))
 	p := initProducer(ctx, t, cl)
 	// The client sends to the leader, which answers NOT_LEADER_OR_FOLLOWER until it has opened

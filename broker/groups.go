@@ -300,6 +300,12 @@ func handleGroupRequest(b *Broker, rc *reqCtx, req kmsg.Request) {
 			return
 		}
 	}
+	if commit, ok := req.(*kmsg.TxnOffsetCommitRequest); ok {
+		if code := b.verifyTxnOffsetCommit(commit); code != nil {
+			rc.respond(txnOffsetCommitError(commit, code))
+			return
+		}
+	}
 	info := coord.RequestInfo{ClientID: rc.hdr.ClientID, ClientHost: "/" + hostOf(rc.cs.c.RemoteAddr().String())}
 	err := b.groups.Handle(info, req, func(resp kmsg.Response) { rc.respond(resp) })
 	if err == nil {

@@ -145,14 +145,14 @@ func endTxn(ctx context.Context, t *testing.T, b *Broker, cl *kgo.Client, p txnP
 	}
 }
 
-// TestTxnOffsetCommit drives transactional offset commits through a real broker without a
-// transaction coordinator: TxnOffsetCommit by kmsg, the transaction's end by WriteTxnMarkers to
+// TestTxnOffsetCommit drives transactional offset commits through a real broker without its
+// transaction coordinator (verification off): TxnOffsetCommit by kmsg, the transaction's end by WriteTxnMarkers to
 // the group's __consumer_offsets partition, and OffsetFetch with and without require_stable.
 // Pending offsets are invisible until the COMMIT marker, dropped by ABORT, and survive broker
 // restarts both pending and committed.
 func TestTxnOffsetCommit(t *testing.T) {
 	dir := t.TempDir()
-	overrides := []string{"offsets.topic.num.partitions=1"}
+	overrides := []string{"offsets.topic.num.partitions=1", noTxnVerification}
 	b := startBroker(t, "netpoll", dir, overrides...)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -221,7 +221,7 @@ func TestTxnOffsetCommit(t *testing.T) {
 // ISR has its marker; when the coordinator's node stops, the next leader replays a commit still
 // pending, and a marker written to it then aborts that.
 func TestTxnOffsetCommitFailover(t *testing.T) {
-	bs, ctx, adm := replicatedCluster(t, "src", 2, nil)
+	bs, ctx, adm := replicatedCluster(t, "src", 2, nil, func(c *Config) { c.TxnPartitionVerification = false })
 	versions := kversion.Stable()
 	versions.SetMaxKeyVersion(kmsg.OffsetFetch.Int16(), 9) // v10 addresses topics by id
 	// coordinator returns the live node coordinating the group, once its partition has an

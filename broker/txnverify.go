@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringbroker/broker/meta"
+	"ringbroker/coord"
 	"ringbroker/internal/recordbatch"
 	"ringbroker/wire"
 )
@@ -119,18 +120,20 @@ func (b *Broker) verifyTxnPartitions(req *kmsg.ProduceRequest, im *meta.Image, t
 			// clients retry this on Produce, as Kafka returns it to them.
 			out[u.rp] = kerr.ConcurrentTransactions
 		default:
-			out[u.rp] = produceVerifyError(code)
+			out[u.rp] = verifyError(code, kerr.NotEnoughReplicas)
 		}
 	}
 	return out
 }
 
-// produceVerifyError is the Produce error of a partition the coordinator did not verify.
-func produceVerifyError(code int16) *kerr.Error {
+// verifyError maps the coordinator's refusal code to the error of the request it verified:
+// retriable, the coordinator being unavailable, busy or moving; INVALID_PRODUCER_EPOCH for a
+// fenced producer; the coordinator's own error otherwise.
+func verifyError(code int16, retriable *kerr.Error) *kerr.Error {
 	switch code {
 	case kerr.CoordinatorNotAvailable.Code, kerr.NotCoordinator.Code, kerr.CoordinatorLoadInProgress.Code,
 		kerr.ConcurrentTransactions.Code, kerr.UnknownServerError.Code:
-		return kerr.NotEnoughReplicas
+		return retriable
 	case kerr.ProducerFenced.Code:
 		return kerr.InvalidProducerEpoch
 	}
@@ -167,4 +170,59 @@ func (b *Broker) askTxnCoordinator(id string, req *kmsg.AddPartitionsToTxnReques
 	case <-time.After(txnVerifyTimeout):
 		return nil, errors.New("the transaction coordinator did not answer")
 	}
+}
+
+// verifyTxnOffsetCommit has the transaction coordinator verify that the group's
+// __consumer_offsets partition is in the producer's transaction (AddOffsetsToTxn added it), or,
+// for TxnOffsetCommit v5 at transaction.version 2, whose client sends no AddOffsetsToTxn, add it;
+// it returns the request's error otherwise, as Kafka's group coordinator service does.
+func (b *Broker) verifyTxnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) *kerr.Error {
+	if !b.live().TxnPartitionVerification {
+		return nil
+	}
+	add := req.Version >= 5 && featureLevel(b.meta.Image(), featureTransactionVersion) >= 2
+	ask := kmsg.NewPtrAddPartitionsToTxnRequest()
+	ask.Version = 4
+	if add {
+		ask.Version = 5
+	}
+	tx := kmsg.NewAddPartitionsToTxnRequestTransaction()
+	tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tx.VerifyOnly = req.TransactionalID, req.ProducerID, req.ProducerEpoch, !add
+	t := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
+	t.Topic, t.Partitions = offsetsTopic, []int32{coord.PartitionFor(req.Group, int(b.cfg.OffsetsPartitions))}
+	tx.Topics = []kmsg.AddPartitionsToTxnRequestTransactionTopic{t}
+	ask.Transactions = []kmsg.AddPartitionsToTxnRequestTransaction{tx}
+	resp, err := b.askTxnCoordinator(req.TransactionalID, ask)
+	if err != nil {
+		b.logger.Warn("verify transactional offset commit", "transactional_id", req.TransactionalID, "group", req.Group, "err", err)
+		return kerr.CoordinatorLoadInProgress
+	}
+	var code int16
+	if len(resp.Transactions) == 1 && len(resp.Transactions[0].Topics) == 1 && len(resp.Transactions[0].Topics[0].Partitions) == 1 {
+		code = resp.Transactions[0].Topics[0].Partitions[0].ErrorCode
+	} else {
+		code = kerr.CoordinatorLoadInProgress.Code
+	}
+	if code == 0 {
+		return nil
+	}
+	// COORDINATOR_LOAD_IN_PROGRESS is retriable for TxnOffsetCommit clients, which keep their
+	// group coordinator.
+	return verifyError(code, kerr.CoordinatorLoadInProgress)
+}
+
+// txnOffsetCommitError answers every partition of req with code.
+func txnOffsetCommitError(req *kmsg.TxnOffsetCommitRequest, code *kerr.Error) *kmsg.TxnOffsetCommitResponse {
+	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewTxnOffsetCommitResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = rp.Partition, code.Code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
 }

@@ -1,6 +1,6 @@
 package coord
 
-// TxnOffsetCommit (key 28), versions 0-4.
+// TxnOffsetCommit (key 28), versions 0-5.
 //
 // Behavior: a transactional producer commits a group's offsets as part of its transaction
 // (KafkaProducer.sendOffsetsToTransaction), as Kafka's
@@ -21,18 +21,17 @@ package coord
 // COORDINATOR_NOT_AVAILABLE, UNKNOWN_SERVER_ERROR for a batch too large).
 //
 // Version notes: v1 is v0; v2 adds the leader epoch; v3 (flexible) adds the group generation,
-// member id and group.instance.id (KIP-447); v4 allows TRANSACTION_ABORTABLE (KIP-890), which
-// nothing here answers. v5 (transaction version 2, where the commit itself adds the partition
-// to the transaction) is not served: AddOffsetsToTxn comes first. Not checked yet: that the
-// partition was added to the producer's ongoing transaction (Kafka's transaction
-// verification, KIP-890 part 1).
+// member id and group.instance.id (KIP-447); v4 allows TRANSACTION_ABORTABLE (KIP-890); v5 is
+// transaction version 2's, whose client sends no AddOffsetsToTxn. The broker, before handing
+// the request here, has the transaction coordinator verify (v4 and below) or add (v5) the
+// group's partition in the producer's transaction (broker/txnverify.go).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-var txnOffsetCommitAPI = API{Key: kmsg.TxnOffsetCommit, MinVersion: 0, MaxVersion: 4, handle: handleTxnOffsetCommit}
+var txnOffsetCommitAPI = API{Key: kmsg.TxnOffsetCommit, MinVersion: 0, MaxVersion: 5, handle: handleTxnOffsetCommit}
 
 func handleTxnOffsetCommit(g *GroupCoordinator, _ RequestInfo, r kmsg.Request, respond func(kmsg.Response)) {
 	req := r.(*kmsg.TxnOffsetCommitRequest)
