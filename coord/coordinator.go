@@ -45,6 +45,8 @@ import (
 	"unicode/utf16"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/internal/eventloop"
 )
 
 // Config holds the coordinator's settings. Start from DefaultConfig: New
@@ -166,21 +168,7 @@ func (c *Config) validate() error {
 }
 
 // Clock is the coordinator's time source; tests substitute a manual clock.
-type Clock interface {
-	// Now returns the current time.
-	Now() time.Time
-	// AfterFunc calls fn once, on any goroutine, after d has elapsed, unless
-	// stopped first. Shards use it only to wake themselves for deadlines.
-	AfterFunc(d time.Duration, fn func()) (stop func() bool)
-}
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
-
-func (systemClock) AfterFunc(d time.Duration, fn func()) func() bool {
-	return time.AfterFunc(d, fn).Stop
-}
+type Clock = eventloop.Clock
 
 // RequestInfo is what the coordinator needs from a request's envelope.
 type RequestInfo struct {
@@ -232,7 +220,7 @@ func New(cfg Config, store OffsetStore, logger *slog.Logger) (*GroupCoordinator,
 	}
 	g := &GroupCoordinator{cfg: cfg, store: store, log: logger, clock: cfg.Clock, newID: cfg.NewUUID, apis: newAPITable()}
 	if g.clock == nil {
-		g.clock = systemClock{}
+		g.clock = eventloop.SystemClock{}
 	}
 	if g.newID == nil {
 		g.newID = randomUUID
@@ -248,7 +236,7 @@ func New(cfg Config, store OffsetStore, logger *slog.Logger) (*GroupCoordinator,
 		g.wg.Add(1)
 		go func() {
 			defer g.wg.Done()
-			s.run()
+			s.loop.Run()
 		}()
 	}
 	return g, nil

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringbroker/internal/eventloop"
 	"ringbroker/internal/testutil"
 )
 
@@ -293,7 +294,7 @@ func newOnePartition(t *testing.T, store OffsetStore) *GroupCoordinator {
 	t.Helper()
 	cfg := testConfig()
 	cfg.OffsetsPartitions = 1
-	cfg.Clock = &fakeClock{now: epoch}
+	cfg.Clock = eventloop.NewManualClock(epoch)
 	c, err := New(cfg, store, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -523,8 +524,8 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 		// A decoded group must be restorable without panicking.
 		if d.groupMeta != nil {
-			s := &shard{c: &GroupCoordinator{cfg: testConfig(), clock: &fakeClock{now: epoch}}}
-			s.wheel, _ = newTestWheel()
+			s := &shard{c: &GroupCoordinator{cfg: testConfig()}}
+			s.loop, _ = eventloop.New(eventloop.NewManualClock(epoch))
 			s.restoreGroup(newGroup(d.group, 0, 0), d.groupMeta)
 		}
 		// Re-encoding a decoded offset must decode to the same value.

@@ -16,70 +16,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringbroker/internal/eventloop"
 	"ringbroker/internal/testutil"
-	"ringbroker/internal/timingwheel"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of coord/testdata scenarios")
 
 // epoch is the fake clock's start.
 var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-
-// fakeClock is a manual Clock: time moves only in Advance.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
-}
-
-type fakeTimer struct {
-	at      time.Time
-	fn      func()
-	stopped bool
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) AfterFunc(d time.Duration, fn func()) func() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{at: c.now.Add(d), fn: fn}
-	c.timers = append(c.timers, t)
-	return func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		was := !t.stopped
-		t.stopped = true
-		return was
-	}
-}
-
-// Advance moves the clock forward and runs the callbacks that became due.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	var due []*fakeTimer
-	kept := c.timers[:0]
-	for _, t := range c.timers {
-		switch {
-		case t.stopped:
-		case !t.at.After(c.now):
-			t.stopped = true
-			due = append(due, t)
-		default:
-			kept = append(kept, t)
-		}
-	}
-	c.timers = kept
-	c.mu.Unlock()
-	for _, t := range due {
-		t.fn()
-	}
-}
 
 // memStore is an in-memory OffsetStore: a transport-level fake of the
 // __consumer_offsets log, where an entry's offset is its index. Appends
@@ -206,7 +150,7 @@ type event struct {
 // collects its responses.
 type driver struct {
 	t     testing.TB
-	clock *fakeClock
+	clock *eventloop.ManualClock
 	store *memStore
 	cfg   Config
 	c     *GroupCoordinator
@@ -217,7 +161,7 @@ type driver struct {
 }
 
 func newDriver(t testing.TB, cfg Config) *driver {
-	d := &driver{t: t, clock: &fakeClock{now: epoch}, store: newMemStore()}
+	d := &driver{t: t, clock: eventloop.NewManualClock(epoch), store: newMemStore()}
 	d.start(cfg)
 	t.Cleanup(func() { d.c.Close() })
 	return d
@@ -298,7 +242,7 @@ func (d *driver) settle() []event {
 		wg.Add(1)
 		var barrier func(*shard)
 		barrier = func(s *shard) {
-			s.advance()
+			s.loop.RunDue()
 			if len(s.appends) > d.store.heldCount() {
 				s.push(barrier) // completions are queued behind us
 				return
@@ -969,8 +913,4 @@ func TestScenarios(t *testing.T) {
 			testutil.RunScript(t, path, *rewrite, sc.run)
 		})
 	}
-}
-
-func newTestWheel() (*timingwheel.Wheel, error) {
-	return timingwheel.New(wheelTick, wheelSlots, epoch)
 }

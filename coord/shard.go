@@ -10,14 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"ringbroker/internal/mpsc"
+	"ringbroker/internal/eventloop"
 	"ringbroker/internal/timingwheel"
-)
-
-// Timing wheel geometry: 1 ms ticks, 4096 slots (a rotation of about 4 s).
-const (
-	wheelTick  = time.Millisecond
-	wheelSlots = 4096
 )
 
 // errLoadSuperseded is passed to a load's done callback when the partition
@@ -50,87 +44,38 @@ type pendingAppend struct {
 }
 
 // shard is one coordinator goroutine and everything it owns. All fields are
-// accessed only from that goroutine, except q.
+// accessed only from that goroutine.
 type shard struct {
 	c     *GroupCoordinator
 	id    int
-	q     *mpsc.Queue[func(*shard)]
-	wheel *timingwheel.Wheel
+	loop  *eventloop.Loop
 	parts map[int32]*partition
 	// appends are in-flight store appends by id, answered with
 	// NOT_COORDINATOR if their partition is unloaded first.
 	appends    map[uint64]*pendingAppend
 	nextAppend uint64
-	// wakeAt is when the armed clock wake-up fires (zero if none);
-	// wakeStop cancels it.
-	wakeAt   time.Time
-	wakeStop func() bool
-	stopped  bool
 }
 
 func newShard(c *GroupCoordinator, id int) (*shard, error) {
-	w, err := timingwheel.New(wheelTick, wheelSlots, c.clock.Now())
+	l, err := eventloop.New(c.clock)
 	if err != nil {
 		return nil, fmt.Errorf("shard %d: %w", id, err)
 	}
-	s := &shard{c: c, id: id, q: mpsc.New[func(*shard)](), wheel: w, parts: make(map[int32]*partition), appends: make(map[uint64]*pendingAppend)}
+	s := &shard{c: c, id: id, loop: l, parts: make(map[int32]*partition), appends: make(map[uint64]*pendingAppend)}
 	s.scheduleRetention()
 	return s, nil
 }
 
 // push queues fn to run on the shard goroutine. Safe from any goroutine.
-func (s *shard) push(fn func(*shard)) {
-	s.q.Push(&mpsc.Node[func(*shard)]{Value: fn})
-}
+func (s *shard) push(fn func(*shard)) { s.loop.Push(func() { fn(s) }) }
 
-func (s *shard) run() {
-	for {
-		for n := s.q.Pop(); n != nil; n = s.q.Pop() {
-			n.Value(s)
-			if s.stopped {
-				return
-			}
-		}
-		s.advance()
-		s.q.Wait(nil)
-	}
-}
-
-func (s *shard) now() time.Time { return s.c.clock.Now() }
+func (s *shard) now() time.Time { return s.loop.Now() }
 
 func (s *shard) nowMs() int64 { return s.now().UnixMilli() }
 
-// advance fires due timers and re-arms the clock wake-up when the armed one
-// has passed.
-func (s *shard) advance() {
-	now := s.now()
-	s.wheel.Advance(now)
-	if s.wakeAt.IsZero() || s.wakeAt.After(now) {
-		return
-	}
-	s.wakeAt = time.Time{}
-	if next, ok := s.wheel.NextDeadline(); ok {
-		s.arm(next)
-	}
-}
-
 // schedule runs fn on the shard after d.
 func (s *shard) schedule(d time.Duration, fn func()) *timingwheel.Timer {
-	deadline := s.now().Add(d)
-	t := s.wheel.Schedule(deadline, fn)
-	if s.wakeAt.IsZero() || deadline.Before(s.wakeAt) {
-		s.arm(deadline)
-	}
-	return t
-}
-
-// arm sets the clock wake-up to at, replacing an earlier one.
-func (s *shard) arm(at time.Time) {
-	if s.wakeStop != nil {
-		s.wakeStop()
-	}
-	s.wakeAt = at
-	s.wakeStop = s.c.clock.AfterFunc(at.Sub(s.now()), func() { s.push(func(*shard) {}) })
+	return s.loop.Schedule(d, fn)
 }
 
 // owned returns the loaded partition p, or the error for requests on it:
@@ -372,10 +317,7 @@ func (s *shard) shutdown() {
 	for _, p := range slices.Sorted(maps.Keys(s.parts)) {
 		s.drop(s.parts[p])
 	}
-	if s.wakeStop != nil {
-		s.wakeStop()
-	}
-	s.stopped = true
+	s.loop.Stop()
 }
 
 // replayed is a partition's state rebuilt from its records.

@@ -72,7 +72,7 @@ func (l *Loop) Run() {
 				return
 			}
 		}
-		l.advance()
+		l.RunDue()
 		l.q.Wait(nil)
 	}
 }
@@ -98,8 +98,10 @@ func (l *Loop) Schedule(d time.Duration, fn func()) *timingwheel.Timer {
 	return t
 }
 
-// advance fires due timers and re-arms the clock wake-up when the armed one has passed.
-func (l *Loop) advance() {
+// RunDue fires the timers the clock has passed and re-arms the clock wake-up when the armed one
+// has passed. Run calls it after each batch of queued functions; a queued function may call it
+// to have due timers fire before it goes on (tests on a manual clock do).
+func (l *Loop) RunDue() {
 	now := l.Now()
 	l.wheel.Advance(now)
 	if l.wakeAt.IsZero() || l.wakeAt.After(now) {
