@@ -1,7 +1,8 @@
 // Package e2e holds the end-to-end and compatibility tests of ringbroker. They start
 // real processes (bin/ringbroker, or Apache Kafka as the reference broker) and drive
-// them with real clients: kcat (librdkafka), Apache Kafka's own command-line tools, franz-go,
-// sarama, kafka-python and kafkajs.
+// them with real clients: kcat (librdkafka), Apache Kafka's own command-line tools, its Java
+// clients and Kafka Streams (programs in testdata/ run with the Java source launcher),
+// franz-go, sarama, kafka-python and kafkajs.
 //
 // E2E_BROKER picks the target: unset or "ringbroker" runs every test against
 // ringbroker once per I/O backend (io=uring and io=netpoll); "kafka" runs them against
