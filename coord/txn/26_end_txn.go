@@ -67,6 +67,10 @@ func handleEndTxn(c *Coordinator, r kmsg.Request, respond func(kmsg.Response)) {
 				succeed(m)
 			case deciding:
 				fail(kerr.ConcurrentTransactions)
+			case CompleteCommit, CompleteAbort, PrepareCommit, PrepareAbort:
+				// The other decision: a commit of a transaction the coordinator aborted at its
+				// timeout, for one.
+				fail(kerr.InvalidTxnState)
 			default:
 				fail(kerr.ProducerFenced)
 			}
@@ -123,14 +127,12 @@ func handleEndTxn(c *Coordinator, r kmsg.Request, respond func(kmsg.Response)) {
 	})
 }
 
-// isBumpedRetry reports whether a transaction version 2 EndTxn from producer pid at epoch is the
-// retry of one that already bumped m's epoch: the epoch just before the current one, or the
-// exhausted epoch of the id m moved on from.
+// isBumpedRetry reports whether a transaction version 2 EndTxn from producer pid at epoch comes
+// after a bump of m's epoch, by its decision or by the coordinator aborting it: the epoch just
+// before the current one, or the exhausted epoch of the id m moved on from, as Kafka's
+// retryOnEpochBump.
 func isBumpedRetry(m *metadata, pid int64, epoch int16) bool {
-	if m.clientTV < 2 {
-		return false
-	}
-	if pid == m.producerID && epoch == m.producerEpoch-1 && m.lastProducerEpoch == epoch {
+	if pid == m.producerID && epoch == m.producerEpoch-1 {
 		return true
 	}
 	return pid == m.prevProducerID && m.producerEpoch == 0 && epochExhausted(epoch)
