@@ -22,6 +22,8 @@ COMPARE_WARMUP       ?= 10s
 COMPARE_KAFKA_WARMUP ?= 30s
 COMPARE_EXTRA        ?= small-messages 100-partitions
 COMPARE_ROUNDS       ?= 3
+# 0: only COMPARE_EXTRA's workloads, without max-throughput and the half-rate run.
+COMPARE_BASE         ?= 1
 COMPARE_OUT          ?= results/compare-$(shell date +%Y%m%d-%H%M%S)
 
 # Packages that hold Go files, without the end-to-end suite.
@@ -70,7 +72,7 @@ bench:
 compare: build deps-kcat deps-kafka
 	@command -v jq >/dev/null 2>&1 && test -x /usr/bin/time || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y jq time; }
 	OUT="$(COMPARE_OUT)" DURATION="$(COMPARE_DURATION)" WARMUP="$(COMPARE_WARMUP)" \
-		KAFKA_WARMUP="$(COMPARE_KAFKA_WARMUP)" EXTRA="$(COMPARE_EXTRA)" ROUNDS="$(COMPARE_ROUNDS)" tools/compare.sh
+		KAFKA_WARMUP="$(COMPARE_KAFKA_WARMUP)" EXTRA="$(COMPARE_EXTRA)" ROUNDS="$(COMPARE_ROUNDS)" BASE="$(COMPARE_BASE)" tools/compare.sh
 
 # Replicated writes on three local nodes: Apache Kafka 4.1.1 vs ringbroker, RF 3 and RF 1, the
 # same rounds and quiet-machine rule as compare; see tools/compare-cluster.sh and BENCHMARKS.md.

@@ -188,7 +188,9 @@ func (w txnMarkerWriter) WriteMarkers(m txn.Markers, done func(failed []txn.Topi
 	for leader, tps := range byLeader {
 		req := markersRequest(m, tps)
 		if leader == b.cfg.NodeID {
-			b.writeTxnMarkers(req, func(resp *kmsg.WriteTxnMarkersResponse) { finish(failedMarkers(resp, tps)) })
+			// Off the coordinator's shard, which WriteMarkers is called from: the appends would
+			// hold up every other transaction of the shard meanwhile.
+			go b.writeTxnMarkers(req, func(resp *kmsg.WriteTxnMarkersResponse) { finish(failedMarkers(resp, tps)) })
 			continue
 		}
 		go func() {

@@ -21,6 +21,8 @@
 #   DURATION       measured time per workload (30s)
 #   WARMUP         warmup per workload        (10s)
 #   KAFKA_WARMUP   warmup of Kafka's first workload, for its JIT (30s)
+#   BASE           1: max-throughput and the half-rate run before EXTRA (issue 9's figures);
+#                  0: EXTRA alone, for a quicker side-by-side of those workloads (1)
 #   EXTRA          workloads after max-throughput and the half-rate run
 #                  (small-messages 100-partitions; "" for none). A transactional one
 #                  (transactions) adds its commit latencies to summary.md and issue 12's
@@ -45,6 +47,7 @@ KAFKA_WARMUP="${KAFKA_WARMUP:-30s}"
 EXTRA="${EXTRA-small-messages 100-partitions}"
 BROKERS="${BROKERS-kafka uring netpoll}"
 ROUNDS="${ROUNDS:-3}"
+BASE="${BASE:-1}"
 LOAD_MAX="${LOAD_MAX:-1.0}"
 LOAD_WAIT="${LOAD_WAIT:-300}"
 HALF_RATE="${HALF_RATE:-}"
@@ -197,13 +200,15 @@ for round in $(seq "$ROUNDS"); do
 		start_broker "$name"
 		warmup=$WARMUP
 		[[ $name == kafka && $round == 1 ]] && warmup=$KAFKA_WARMUP
-		bench "$name" max-throughput "$warmup"
-		if [[ -z $HALF_RATE ]]; then
-			# Kafka is first (checked above): half of its maximum in round 1, for every run.
-			HALF_RATE=$(jq -r '.publish.recordsPerSec / 2 | floor' "$RUN/$name/max-throughput.json")
-			echo "compare: fixed rate for 1kb-fixed-rate-16p@half-kafka-max: $HALF_RATE records/s" | tee -a "$LOG"
+		if [[ $BASE == 1 ]]; then
+			bench "$name" max-throughput "$warmup"
+			if [[ -z $HALF_RATE ]]; then
+				# Kafka is first (checked above): half of its maximum in round 1, for every run.
+				HALF_RATE=$(jq -r '.publish.recordsPerSec / 2 | floor' "$RUN/$name/max-throughput.json")
+				echo "compare: fixed rate for 1kb-fixed-rate-16p@half-kafka-max: $HALF_RATE records/s" | tee -a "$LOG"
+			fi
+			bench "$name" 1kb-fixed-rate-16p@half-kafka-max "$WARMUP" --rate "$HALF_RATE"
 		fi
-		bench "$name" 1kb-fixed-rate-16p@half-kafka-max "$WARMUP" --rate "$HALF_RATE"
 		for w in $EXTRA; do
 			bench "$name" "$w" "$WARMUP"
 		done
@@ -211,7 +216,8 @@ for round in $(seq "$ROUNDS"); do
 	done
 done
 
-WORKLOADS_RUN="max-throughput 1kb-fixed-rate-16p@half-kafka-max $EXTRA"
+WORKLOADS_RUN="$EXTRA"
+[[ $BASE == 1 ]] && WORKLOADS_RUN="max-throughput 1kb-fixed-rate-16p@half-kafka-max $EXTRA"
 
 # hwm NAME: the median over the rounds of the broker's lifetime peak RSS (VmHWM, KiB).
 hwm() {
@@ -281,23 +287,25 @@ if [[ " $BROKERS " == *" kafka "* && " $BROKERS " == *" uring "* ]]; then
 	r() { ratio "$(med "$1" "$3" "$4")" "$(med "$2" "$3" "$4")"; }
 	{
 		echo "issue 9 goals, medians of $ROUNDS rounds (kafka = Apache Kafka 4.1.1, uring/netpoll = ringbroker)"
-		goal "max-throughput rec/s, uring/kafka" "$(r uring kafka max-throughput .publish.recordsPerSec)" ">=" 2
-		if [[ " $BROKERS " == *" netpoll "* ]]; then
-			goal "max-throughput rec/s, netpoll/kafka" "$(r netpoll kafka max-throughput .publish.recordsPerSec)" ">=" 1.5
-			goal "max-throughput broker CPU per record, netpoll/kafka" "$(r netpoll kafka max-throughput "$CPUREC")" "<=" 0.5
-		fi
-		goal "max-throughput broker CPU per record, uring/kafka" "$(r uring kafka max-throughput "$CPUREC")" "<=" 0.5
-		goal "e2e p99 at $HALF_RATE rec/s, uring/kafka" "$(r uring kafka "$half" .e2e.latency.p99Ms)" "<=" 0.5
-		goal "e2e p99.9 at $HALF_RATE rec/s, uring/kafka" "$(r uring kafka "$half" '.e2e.latency."p99.9Ms"')" "<=" 0.5
-		for w in $EXTRA; do
-			txn_workload "$w" && continue # issue 12's, below
-			goal "$w e2e p99, uring/kafka" "$(r uring kafka "$w" .e2e.latency.p99Ms)" "<=" 0.3
-		done
-		if [[ " $BROKERS " == *" netpoll "* ]]; then
-			goal "max-throughput rec/s, uring/netpoll" "$(r uring netpoll max-throughput .publish.recordsPerSec)" ">=" 1.2
-			for w in $WORKLOADS_RUN; do
-				goal "$w e2e p99, uring/netpoll" "$(r uring netpoll "$w" .e2e.latency.p99Ms)" "<=" 1
+		if [[ $BASE == 1 ]]; then
+			goal "max-throughput rec/s, uring/kafka" "$(r uring kafka max-throughput .publish.recordsPerSec)" ">=" 2
+			if [[ " $BROKERS " == *" netpoll "* ]]; then
+				goal "max-throughput rec/s, netpoll/kafka" "$(r netpoll kafka max-throughput .publish.recordsPerSec)" ">=" 1.5
+				goal "max-throughput broker CPU per record, netpoll/kafka" "$(r netpoll kafka max-throughput "$CPUREC")" "<=" 0.5
+			fi
+			goal "max-throughput broker CPU per record, uring/kafka" "$(r uring kafka max-throughput "$CPUREC")" "<=" 0.5
+			goal "e2e p99 at $HALF_RATE rec/s, uring/kafka" "$(r uring kafka "$half" .e2e.latency.p99Ms)" "<=" 0.5
+			goal "e2e p99.9 at $HALF_RATE rec/s, uring/kafka" "$(r uring kafka "$half" '.e2e.latency."p99.9Ms"')" "<=" 0.5
+			for w in $EXTRA; do
+				txn_workload "$w" && continue # issue 12's, below
+				goal "$w e2e p99, uring/kafka" "$(r uring kafka "$w" .e2e.latency.p99Ms)" "<=" 0.3
 			done
+			if [[ " $BROKERS " == *" netpoll "* ]]; then
+				goal "max-throughput rec/s, uring/netpoll" "$(r uring netpoll max-throughput .publish.recordsPerSec)" ">=" 1.2
+				for w in $WORKLOADS_RUN; do
+					goal "$w e2e p99, uring/netpoll" "$(r uring netpoll "$w" .e2e.latency.p99Ms)" "<=" 1
+				done
+			fi
 		fi
 		for w in $EXTRA; do
 			txn_workload "$w" || continue
@@ -307,17 +315,19 @@ if [[ " $BROKERS " == *" kafka "* && " $BROKERS " == *" uring "* ]]; then
 				goal "issue 12: $w commit p99, $name/kafka" "$(r "$name" kafka "$w" .transactions.commitLatency.p99Ms)" "<=" 0.5
 			done
 		done
-		goal "peak RSS (lifetime VmHWM), uring/kafka" "$(ratio "$(hwm uring)" "$(hwm kafka)")" "<=" 1
-		goal "peak anon RSS at max-throughput, uring/kafka" "$(r uring kafka max-throughput '(.broker.peakAnonRssBytes // 0)')" "<=" 0.25
-		for name in $BROKERS; do
-			p50=$(med "$name" max-throughput .e2e.latency.p50Ms)
-			if [[ $name == kafka* ]]; then
-				printf '%-58s %6.0f ms (for reference)\n' "max-throughput e2e p50, $(label "$name")" "$p50"
-			else
-				printf '%-58s %6.0f ms (goal < 1000: %s)\n' "max-throughput e2e p50, $(label "$name")" "$p50" \
-					"$(awk -v v="$p50" 'BEGIN { print (v < 1000 ? "met" : "not met") }')"
-			fi
-		done
+		if [[ $BASE == 1 ]]; then
+			goal "peak RSS (lifetime VmHWM), uring/kafka" "$(ratio "$(hwm uring)" "$(hwm kafka)")" "<=" 1
+			goal "peak anon RSS at max-throughput, uring/kafka" "$(r uring kafka max-throughput '(.broker.peakAnonRssBytes // 0)')" "<=" 0.25
+			for name in $BROKERS; do
+				p50=$(med "$name" max-throughput .e2e.latency.p50Ms)
+				if [[ $name == kafka* ]]; then
+					printf '%-58s %6.0f ms (for reference)\n' "max-throughput e2e p50, $(label "$name")" "$p50"
+				else
+					printf '%-58s %6.0f ms (goal < 1000: %s)\n' "max-throughput e2e p50, $(label "$name")" "$p50" \
+						"$(awk -v v="$p50" 'BEGIN { print (v < 1000 ? "met" : "not met") }')"
+				fi
+			done
+		fi
 	} | tee "$OUT/goals.txt" | tee -a "$LOG"
 fi
 

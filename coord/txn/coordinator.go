@@ -122,7 +122,8 @@ type Markers struct {
 // implements it, appending locally or sending WriteTxnMarkers.
 type MarkerWriter interface {
 	// WriteMarkers writes m and calls done once, from any goroutine, with the partitions whose
-	// marker failed (to be retried); an empty list means every marker is written.
+	// marker failed (to be retried); an empty list means every marker is written. It is called
+	// from a shard goroutine and must not block it on the writes.
 	WriteMarkers(m Markers, done func(failed []TopicPartition))
 }
 
