@@ -286,7 +286,7 @@ if [[ " $BROKERS " == *" kafka "* && " $BROKERS " == *" uring "* ]]; then
 	half=1kb-fixed-rate-16p@half-kafka-max
 	r() { ratio "$(med "$1" "$3" "$4")" "$(med "$2" "$3" "$4")"; }
 	{
-		echo "issue 9 goals, medians of $ROUNDS rounds (kafka = Apache Kafka 4.1.1, uring/netpoll = ringbroker)"
+		echo "goals (issue 9's without COMPARE_BASE=0), medians of $ROUNDS rounds (kafka = Apache Kafka 4.1.1, uring/netpoll = ringbroker)"
 		if [[ $BASE == 1 ]]; then
 			goal "max-throughput rec/s, uring/kafka" "$(r uring kafka max-throughput .publish.recordsPerSec)" ">=" 2
 			if [[ " $BROKERS " == *" netpoll "* ]]; then
