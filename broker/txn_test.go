@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -328,6 +329,9 @@ func TestTxnMarkersReplicated(t *testing.T) {
 	p := initProducer(ctx, t, cl)
 	testutil.WaitFor(t, 20*time.Second, func() error {
 		// NOT_LEADER_OR_FOLLOWER until the leader has opened the partition: nothing written.
+		if leader.meta.Image().Topics["rtx"] == nil {
+			return errors.New("the leader's metadata has no topic rtx yet")
+		}
 		code, base := produceRaw(ctx, t, leader, cl, "rtx", p, 0, txnWithID, "x", "y")
 		if code == 0 && base != 0 {
 			t.Fatalf("transactional produce at %d; want 0", base)
