@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -64,9 +63,14 @@ func produceRaw(ctx context.Context, t *testing.T, b *Broker, cl *kgo.Client, to
 	if kind == txnWithID {
 		req.TransactionID = kmsg.StringPtr("txn-test")
 	}
+	mt := b.meta.Image().Topics[topic]
+	if mt == nil {
+		// b has not applied the topic's creation yet: what it would answer.
+		return kerr.UnknownTopicOrPartition.Code, -1
+	}
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = topic
-	rt.TopicID = b.meta.Image().Topics[topic].ID
+	rt.TopicID = mt.ID
 	rp := kmsg.NewProduceRequestTopicPartition()
 	rp.Records = testutil.SealBatch(rb)
 	rt.Partitions = append(rt.Partitions, rp)
@@ -329,9 +333,6 @@ func TestTxnMarkersReplicated(t *testing.T) {
 	p := initProducer(ctx, t, cl)
 	testutil.WaitFor(t, 20*time.Second, func() error {
 		// NOT_LEADER_OR_FOLLOWER until the leader has opened the partition: nothing written.
-		if leader.meta.Image().Topics["rtx"] == nil {
-			return errors.New("the leader's metadata has no topic rtx yet")
-		}
 		code, base := produceRaw(ctx, t, leader, cl, "rtx", p, 0, txnWithID, "x", "y")
 		if code == 0 && base != 0 {
 			t.Fatalf("transactional produce at %d; want 0", base)
