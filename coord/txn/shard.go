@@ -132,17 +132,16 @@ func (s *shard) write(part *partition, next *metadata, then func(*kerr.Error)) {
 	}
 	s.c.store.Append(part.id, []Record{rec}, func(err error) {
 		s.push(func(s *shard) {
-			if s.parts[part.id] != part {
-				then(kerr.NotCoordinator)
-				return
-			}
 			cur := part.txns[next.id]
 			var waiters []func()
 			if cur != nil {
 				cur.pending = false
 				waiters, cur.waiters = cur.waiters, nil
 			}
-			if err != nil {
+			if s.parts[part.id] != part {
+				// Unloaded meanwhile: the waiters learn it when they run again.
+				then(kerr.NotCoordinator)
+			} else if err != nil {
 				s.c.log.Warn("append transaction state", "transactional_id", next.id, "partition", part.id, "err", err)
 				then(appendErrorCode(err))
 			} else {
