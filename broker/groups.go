@@ -5,15 +5,12 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringbroker/broker/meta"
 	"ringbroker/coord"
-	"ringbroker/internal/recordbatch"
 	"ringbroker/wire"
 )
 
@@ -22,9 +19,6 @@ const offsetsTopic = "__consumer_offsets"
 
 // offsetsTopicSegmentBytes is offsets.topic.segment.bytes: smaller segments than user topics.
 const offsetsTopicSegmentBytes = "104857600"
-
-// maxOffsetsLoadBatch bounds one read while a shard loads an offsets partition.
-const maxOffsetsLoadBatch = 1 << 20
 
 // offsetsStore keeps the group coordinator's records in the __consumer_offsets partitions.
 type offsetsStore struct{ b *Broker }
@@ -37,140 +31,56 @@ type offsetsStore struct{ b *Broker }
 // and a wait longer than offsets.commit.timeout.ms fails it (REQUEST_TIMED_OUT); the
 // coordinator answers both with COORDINATOR_NOT_AVAILABLE.
 func (s offsetsStore) Append(partition int32, producerID int64, producerEpoch int16, records []coord.Record, done func(int64, error)) {
-	p, base, end, err := s.append(partition, producerID, producerEpoch, records)
-	if err != nil || p.highWatermark() >= end {
-		done(base, err)
-		return
-	}
-	var once sync.Once
-	finish := func(err error) { once.Do(func() { done(base, err) }) }
-	timer := s.b.purgatory.after(time.Now().Add(s.b.cfg.OffsetsCommitTimeout), func() {
-		finish(fmt.Errorf("append to %s-%d: not replicated within %v: %w", offsetsTopic, partition, s.b.cfg.OffsetsCommitTimeout, kerr.RequestTimedOut))
-	})
-	if !p.waitHW(end, func(code *kerr.Error) {
-		s.b.purgatory.cancel(timer)
-		if code != nil {
-			finish(fmt.Errorf("append to %s-%d: %w", offsetsTopic, partition, code))
-			return
-		}
-		finish(nil)
-	}) {
-		s.b.purgatory.cancel(timer)
-		finish(nil)
-	}
-}
-
-// append writes records as one batch to the partition led here and returns it with the batch's
-// base offset and the log end after it. The log checks the batch as a coordinator's
-// (AppendAsCoordinator): a transactional batch carries no sequence numbers, but an older
-// producer epoch fails with INVALID_PRODUCER_EPOCH.
-func (s offsetsStore) append(partition int32, producerID int64, producerEpoch int16, records []coord.Record) (*partition, int64, int64, error) {
 	p := s.b.parts.Load().leader(offsetsTopic, partition)
 	if p == nil {
-		return nil, 0, 0, fmt.Errorf("append to %s-%d: %w", offsetsTopic, partition, kerr.NotLeaderForPartition)
-	}
-	if st := p.state(); len(st.isr) < st.minISR {
-		return nil, 0, 0, fmt.Errorf("append to %s-%d: ISR %v is smaller than min.insync.replicas %d: %w", offsetsTopic, partition, st.isr, st.minISR, kerr.NotEnoughReplicas)
+		done(0, fmt.Errorf("append to %s-%d: %w", offsetsTopic, partition, kerr.NotLeaderForPartition))
+		return
 	}
 	recs := make([]wire.Record, len(records))
 	for i, r := range records {
 		recs[i] = wire.Record{OffsetDelta: int32(i), Key: r.Key, Value: r.Value}
 	}
-	now := time.Now().UnixMilli()
-	h := wire.BatchHeader{FirstTimestamp: now, MaxTimestamp: now, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}
-	if producerID >= 0 {
-		h.ProducerID, h.ProducerEpoch, h.Attributes = producerID, producerEpoch, recordbatch.AttrTransactional
-	}
-	batch, err := s.b.codecs.AppendBatch(nil, h, wire.CodecNone, recs)
+	base, end, err := s.b.appendInternal(p, producerID, producerEpoch, recs)
 	if err != nil {
-		return nil, 0, 0, fmt.Errorf("encode %s-%d batch: %w", offsetsTopic, partition, err)
+		done(base, err)
+		return
 	}
-	p.appendMu.Lock()
-	res, err := p.log.AppendAsCoordinator(batch)
-	end := p.log.LogEndOffset()
-	p.appendMu.Unlock()
-	if err != nil {
-		return nil, 0, 0, fmt.Errorf("append to %s-%d: %w: %w", offsetsTopic, partition, appendErrorCode(err), err)
-	}
-	p.afterLeaderAppend(s.b.cfg.NodeID)
-	p.wakeWaiters()
-	return p, res.BaseOffset, end, nil
+	s.b.waitInternal(p, end, s.b.cfg.OffsetsCommitTimeout, func(err error) { done(base, err) })
 }
 
-// Load replays every record and transaction marker of the partition in offset order.
+// Load replays every record and transaction marker of the partition in offset order: each
+// record with the producer id of a transactional batch, each COMMIT or ABORT marker as such.
 func (s offsetsStore) Load(partition int32, fn func(coord.LoggedRecord) error) error {
 	p := s.b.parts.Load().leader(offsetsTopic, partition)
 	if p == nil {
 		return fmt.Errorf("load %s-%d: %w", offsetsTopic, partition, kerr.NotLeaderForPartition)
 	}
-	end := p.log.LogEndOffset()
-	for off := p.log.LogStartOffset(); off < end; {
-		rr, err := p.log.Read(off, maxOffsetsLoadBatch, end, true)
-		if err != nil {
-			return fmt.Errorf("load %s-%d at %d: %w", offsetsTopic, partition, off, err)
-		}
-		next, err := s.replay(rr.Data, off, fn)
-		rr.Release()
-		if err != nil {
-			return fmt.Errorf("load %s-%d at %d: %w", offsetsTopic, partition, off, err)
-		}
-		if next <= off {
-			return fmt.Errorf("load %s-%d: no progress at offset %d", offsetsTopic, partition, off)
-		}
-		off = next
-	}
-	return nil
-}
-
-// replay decodes the batches in data, calls fn for each record at or after from, with the
-// producer id of a transactional batch, and for each COMMIT or ABORT marker, and returns the
-// offset after the last batch.
-func (s offsetsStore) replay(data []byte, from int64, fn func(coord.LoggedRecord) error) (int64, error) {
-	next := from
-	for i, pos := 0, 0; len(data) > 0; i++ {
-		b, rest, err := wire.NextBatch(data, i, pos)
-		if err != nil {
-			return next, err
-		}
-		base, control := b.BaseOffset(), b.IsControl()
+	return s.b.scanInternal(p, func(b wire.Batch, from int64) error {
 		producerID := int64(-1)
 		if b.IsTransactional() {
 			producerID = b.ProducerID()
 		}
-		err = s.b.codecs.DecodeRecords(b, maxOffsetsLoadBatch*16, func(r *wire.Record) error {
-			rec := coord.LoggedRecord{Offset: base + int64(r.OffsetDelta), ProducerID: producerID}
-			if rec.Offset < from {
-				return nil
-			}
-			if control {
-				typ, err := wire.ParseControlKey(r.Key)
-				if err != nil {
-					return fmt.Errorf("control record at offset %d: %w", rec.Offset, err)
-				}
-				switch typ {
-				case wire.ControlCommit:
-					rec.Marker = coord.CommitMarker
-				case wire.ControlAbort:
-					rec.Marker = coord.AbortMarker
-				default:
-					return nil // another control record type: nothing for the coordinator
-				}
+		return s.b.decodeInternal(b, from, func(offset int64, key, value []byte) error {
+			rec := coord.LoggedRecord{Offset: offset, ProducerID: producerID}
+			if !b.IsControl() {
+				rec.Key, rec.Value = key, value
 				return fn(rec)
 			}
-			rec.Key = append([]byte(nil), r.Key...)
-			if r.Value != nil {
-				rec.Value = append([]byte{}, r.Value...)
+			typ, err := wire.ParseControlKey(key)
+			if err != nil {
+				return fmt.Errorf("control record at offset %d: %w", offset, err)
+			}
+			switch typ {
+			case wire.ControlCommit:
+				rec.Marker = coord.CommitMarker
+			case wire.ControlAbort:
+				rec.Marker = coord.AbortMarker
+			default:
+				return nil // another control record type: nothing for the coordinator
 			}
 			return fn(rec)
 		})
-		if err != nil {
-			return next, err
-		}
-		next = b.LastOffset() + 1
-		pos += len(b)
-		data = rest
-	}
-	return next, nil
+	})
 }
 
 // newGroupCoordinator builds the coordinator from the broker config.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"ringbroker/internal/recordbatch"
 	"ringbroker/wire"
 )
 
@@ -19,27 +20,34 @@ import (
 const maxInternalLoadBatch = 1 << 20
 
 // appendInternal writes recs as one uncompressed batch to p, which this broker leads, and returns
-// the log end after it. An ISR below min.insync.replicas refuses the append (NOT_ENOUGH_REPLICAS).
-func (b *Broker) appendInternal(p *partition, recs []wire.Record) (int64, error) {
+// the batch's base offset and the log end after it. A producerID >= 0 makes it a transactional
+// batch of that producer and epoch (TxnOffsetCommit). The log checks it as a coordinator's
+// (AppendAsCoordinator): a transactional batch carries no sequence numbers, but an older producer
+// epoch fails with INVALID_PRODUCER_EPOCH. An ISR below min.insync.replicas refuses the append
+// (NOT_ENOUGH_REPLICAS).
+func (b *Broker) appendInternal(p *partition, producerID int64, producerEpoch int16, recs []wire.Record) (base, end int64, err error) {
 	if st := p.state(); len(st.isr) < st.minISR {
-		return 0, fmt.Errorf("append to %s-%d: ISR %v is smaller than min.insync.replicas %d: %w", p.topic, p.index, st.isr, st.minISR, kerr.NotEnoughReplicas)
+		return 0, 0, fmt.Errorf("append to %s-%d: ISR %v is smaller than min.insync.replicas %d: %w", p.topic, p.index, st.isr, st.minISR, kerr.NotEnoughReplicas)
 	}
 	now := time.Now().UnixMilli()
-	batch, err := b.codecs.AppendBatch(nil, wire.BatchHeader{FirstTimestamp: now, MaxTimestamp: now,
-		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, wire.CodecNone, recs)
+	h := wire.BatchHeader{FirstTimestamp: now, MaxTimestamp: now, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}
+	if producerID >= 0 {
+		h.ProducerID, h.ProducerEpoch, h.Attributes = producerID, producerEpoch, recordbatch.AttrTransactional
+	}
+	batch, err := b.codecs.AppendBatch(nil, h, wire.CodecNone, recs)
 	if err != nil {
-		return 0, fmt.Errorf("encode %s-%d batch: %w", p.topic, p.index, err)
+		return 0, 0, fmt.Errorf("encode %s-%d batch: %w", p.topic, p.index, err)
 	}
 	p.appendMu.Lock()
-	_, err = p.log.Append(batch)
-	end := p.log.LogEndOffset()
+	res, err := p.log.AppendAsCoordinator(batch)
+	end = p.log.LogEndOffset()
 	p.appendMu.Unlock()
 	if err != nil {
-		return 0, fmt.Errorf("append to %s-%d: %w", p.topic, p.index, err)
+		return 0, 0, fmt.Errorf("append to %s-%d: %w: %w", p.topic, p.index, appendErrorCode(err), err)
 	}
 	p.afterLeaderAppend(b.cfg.NodeID)
 	p.wakeWaiters()
-	return end, nil
+	return res.BaseOffset, end, nil
 }
 
 // waitInternal calls done once the high watermark of p reaches end (nil), the partition stops
@@ -67,9 +75,10 @@ func (b *Broker) waitInternal(p *partition, end int64, timeout time.Duration, do
 	}
 }
 
-// replayInternal calls fn with the key and value (nil for a tombstone) of every record of p's
-// data batches in offset order, from the log start to its end.
-func (b *Broker) replayInternal(p *partition, fn func(key, value []byte) error) error {
+// scanInternal calls fn with every batch of p in offset order, from the log start to its end,
+// and with from, the offset the read holding the batch began at: records below it were passed
+// already (a read may begin inside a batch).
+func (b *Broker) scanInternal(p *partition, fn func(batch wire.Batch, from int64) error) error {
 	end := p.log.LogEndOffset()
 	for off := p.log.LogStartOffset(); off < end; {
 		rr, err := p.log.Read(off, maxInternalLoadBatch, end, true)
@@ -80,26 +89,12 @@ func (b *Broker) replayInternal(p *partition, fn func(key, value []byte) error) 
 		data := rr.Data
 		for i, pos := 0, 0; len(data) > 0; i++ {
 			batch, rest, err := wire.NextBatch(data, i, pos)
+			if err == nil {
+				err = fn(batch, off)
+			}
 			if err != nil {
 				rr.Release()
 				return fmt.Errorf("load %s-%d at %d: %w", p.topic, p.index, off, err)
-			}
-			base := batch.BaseOffset()
-			if !batch.IsControl() {
-				err = b.codecs.DecodeRecords(batch, maxInternalLoadBatch*16, func(r *wire.Record) error {
-					if base+int64(r.OffsetDelta) < off {
-						return nil
-					}
-					var value []byte
-					if r.Value != nil {
-						value = append([]byte{}, r.Value...)
-					}
-					return fn(append([]byte(nil), r.Key...), value)
-				})
-				if err != nil {
-					rr.Release()
-					return fmt.Errorf("load %s-%d at %d: %w", p.topic, p.index, off, err)
-				}
 			}
 			next = batch.LastOffset() + 1
 			pos += len(batch)
@@ -112,6 +107,23 @@ func (b *Broker) replayInternal(p *partition, fn func(key, value []byte) error) 
 		off = next
 	}
 	return nil
+}
+
+// decodeInternal calls fn for every record of data batch batch at or after from, with copies of
+// its key and value (nil for a tombstone), which outlive the read.
+func (b *Broker) decodeInternal(batch wire.Batch, from int64, fn func(offset int64, key, value []byte) error) error {
+	base := batch.BaseOffset()
+	return b.codecs.DecodeRecords(batch, maxInternalLoadBatch*16, func(r *wire.Record) error {
+		offset := base + int64(r.OffsetDelta)
+		if offset < from {
+			return nil
+		}
+		var value []byte
+		if r.Value != nil {
+			value = append([]byte{}, r.Value...)
+		}
+		return fn(offset, append([]byte(nil), r.Key...), value)
+	})
 }
 
 // syncCoordinatorPartitions hands a coordinator every partition of topic led here, under its

@@ -131,7 +131,7 @@ func (s txnStateStore) Append(partition int32, records []txn.Record, done func(e
 	for i, r := range records {
 		recs[i] = wire.Record{OffsetDelta: int32(i), Key: r.Key, Value: r.Value}
 	}
-	end, err := s.b.appendInternal(p, recs)
+	_, end, err := s.b.appendInternal(p, -1, -1, recs)
 	if err != nil {
 		done(err)
 		return
@@ -145,8 +145,13 @@ func (s txnStateStore) Load(partition int32, fn func(txn.Record) error) error {
 	if p == nil {
 		return fmt.Errorf("load %s-%d: %w", txnStateTopic, partition, kerr.NotLeaderForPartition)
 	}
-	return s.b.replayInternal(p, func(key, value []byte) error {
-		return fn(txn.Record{Key: key, Value: value})
+	return s.b.scanInternal(p, func(b wire.Batch, from int64) error {
+		if b.IsControl() {
+			return nil
+		}
+		return s.b.decodeInternal(b, from, func(_ int64, key, value []byte) error {
+			return fn(txn.Record{Key: key, Value: value})
+		})
 	})
 }
 
