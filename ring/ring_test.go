@@ -688,3 +688,56 @@ func TestNoZeroCopyToLoopback(t *testing.T) {
 		})
 	}
 }
+
+// streamHandler sends small messages from a goroutine of its own on every connection until
+// Send fails, so Conn.Send's direct writes race with whatever the loop does meanwhile.
+type streamHandler struct{ wg sync.WaitGroup }
+
+func (h *streamHandler) OnOpen(c Conn) {
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		msg := []byte("0123456789abcdef")
+		for c.Send([]Piece{Bytes(msg)}, nil) == nil {
+		}
+	}()
+}
+
+func (h *streamHandler) OnData(_ Conn, data []byte) (Next, error) {
+	return Next{Consumed: len(data)}, nil
+}
+
+func (h *streamHandler) OnFilled(Conn) (Next, error) { return Next{}, nil }
+
+func (h *streamHandler) OnClose(Conn, error) {}
+
+// TestShutdownDuringDirectSends: a drain that finds a connection in the middle of a direct
+// send from another goroutine still closes it once that send is done, so Shutdown finishes
+// without waiting for its context to run out.
+func TestShutdownDuringDirectSends(t *testing.T) {
+	for _, b := range backends {
+		t.Run(string(b), func(t *testing.T) {
+			for i := range 30 {
+				h := &streamHandler{}
+				s, err := Listen(Config{Addr: "127.0.0.1:0", Backend: b, Rings: 1, SendZCThreshold: -1, Logger: quietLogger()}, h)
+				if b == Uring && errors.Is(err, errUnavailable) {
+					t.Skip(err)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := dial(t, s)
+				go io.Copy(io.Discard, c)
+				waitFor(t, 5*time.Second, "the connection open", func() bool { return s.Stats().Open == 1 })
+				time.Sleep(time.Millisecond)
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				err = s.Shutdown(ctx)
+				cancel()
+				if err != nil {
+					t.Fatalf("round %d: Shutdown: %v; want a drain that ends on its own", i, err)
+				}
+				h.wg.Wait()
+			}
+		})
+	}
+}

@@ -127,7 +127,9 @@ func (c *uconn) Send(pieces []Piece, done func()) error {
 			c.failErr = fmt.Errorf("send %d bytes on conn %d to %s: %w", it.left, c.id, c.remote, err)
 		}
 	}
-	handOver := len(c.queue) > 0 || c.closeReq || c.closed || c.failErr != nil
+	// A Shutdown drain that looked at c while this send ran left its close to the loop's next
+	// look at c: hand c over then too.
+	handOver := len(c.queue) > 0 || c.closeReq || c.closed || c.failErr != nil || c.r.drainReq.Load()
 	if len(c.queue) > 0 {
 		c.ringOwned = true
 	}
