@@ -49,7 +49,7 @@ func handleMetadata(b *Broker, rc *reqCtx, r kmsg.Request) {
 
 	resp.ClusterID = kmsg.StringPtr(im.ClusterID)
 	resp.ControllerID = b.controllerIDFor(im)
-	resp.Brokers = b.metadataBrokers(im)
+	resp.Brokers = b.metadataBrokers(im, rc.cs.listenerName())
 	if all {
 		for _, name := range im.SortedTopicNames() {
 			resp.Topics = append(resp.Topics, metadataTopic(im.Topics[name], req.IncludeTopicAuthorizedOperations))
@@ -83,25 +83,33 @@ func handleMetadata(b *Broker, rc *reqCtx, r kmsg.Request) {
 	rc.respond(resp)
 }
 
-// metadataBrokers lists the registered brokers; before this broker has registered (it does so
+// metadataBrokers lists the registered brokers at their endpoints of listener (a broker
+// without that listener is left out, as Kafka); before this broker has registered (it does so
 // at start), it lists itself from the config.
-func (b *Broker) metadataBrokers(im *meta.Image) []kmsg.MetadataResponseBroker {
+func (b *Broker) metadataBrokers(im *meta.Image, listener string) []kmsg.MetadataResponseBroker {
 	var out []kmsg.MetadataResponseBroker
 	for _, br := range sortedBrokers(im) {
 		if br.Fenced {
 			continue
 		}
+		host, port, ok := br.Endpoint(listener)
+		if !ok {
+			continue
+		}
 		mb := kmsg.NewMetadataResponseBroker()
 		mb.NodeID = br.NodeID
-		mb.Host = br.Host
-		mb.Port = br.Port
+		mb.Host = host
+		mb.Port = port
 		if br.Rack != "" {
 			mb.Rack = kmsg.StringPtr(br.Rack)
 		}
 		out = append(out, mb)
 	}
 	if len(out) == 0 {
-		adv := b.advertised()
+		adv, ok := b.advertisedListener(listener)
+		if !ok {
+			adv = b.advertised()
+		}
 		mb := kmsg.NewMetadataResponseBroker()
 		mb.NodeID = b.cfg.NodeID
 		mb.Host = adv.Host

@@ -48,7 +48,7 @@ func handleFindCoordinator(b *Broker, rc *reqCtx, r kmsg.Request) {
 		c.NodeID, c.Host, c.Port = -1, "", -1
 		ecode, emsg := code, msg
 		if ecode == nil && req.CoordinatorType == 1 {
-			if br, ok := txnCoordinatorFor(b, key); ok {
+			if br, ok := txnCoordinatorFor(b, key, rc.cs.listenerName()); ok {
 				c.NodeID, c.Host, c.Port = br.nodeID, br.host, br.port
 				return
 			}
@@ -56,8 +56,8 @@ func handleFindCoordinator(b *Broker, rc *reqCtx, r kmsg.Request) {
 		}
 		if ecode == nil {
 			br, ok := groupCoordinatorFor(im, key)
-			if ok {
-				c.NodeID, c.Host, c.Port = br.NodeID, br.Host, br.Port
+			if host, port, reachable := br.Endpoint(rc.cs.listenerName()); ok && reachable {
+				c.NodeID, c.Host, c.Port = br.NodeID, host, port
 				return
 			}
 			ecode, emsg = kerr.CoordinatorNotAvailable, "the leader of the group's "+offsetsTopic+" partition is not available"

@@ -36,7 +36,7 @@ func handleDescribeCluster(b *Broker, rc *reqCtx, r kmsg.Request) {
 	if req.IncludeClusterAuthorizedOperations {
 		resp.ClusterAuthorizedOperations = clusterAllOperations
 	}
-	for _, mb := range b.metadataBrokers(im) {
+	for _, mb := range b.metadataBrokers(im, rc.cs.listenerName()) {
 		db := kmsg.NewDescribeClusterResponseBroker()
 		db.NodeID, db.Host, db.Port, db.Rack = mb.NodeID, mb.Host, mb.Port, mb.Rack
 		resp.Brokers = append(resp.Brokers, db)

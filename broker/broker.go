@@ -33,6 +33,12 @@ type Broker struct {
 	// which on a single node is this node alone.
 	meta *meta.RaftStore
 	apis *apiTable
+	// listeners is the security of each listener by name; interBroker names the one other
+	// brokers reach this node on.
+	listeners   map[string]*listenerSec
+	interBroker string
+	// authz checks requests against the ACLs; nil without authorizer.class.name.
+	authz *authzCache
 
 	// controllerMu serialises controller decisions (validate, then commit) so two CreateTopics
 	// cannot both pass validation for the same name.
@@ -159,7 +165,22 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 	if len(cfg.AdvertisedListeners) == 0 {
 		cfg.AdvertisedListeners = cfg.Listeners
 	}
-	b := &Broker{cfg: cfg, logger: logger, metrics: newBrokerMetrics(), apis: newAPITable(),
+	if err := cfg.checkAdvertised(); err != nil {
+		return nil, err
+	}
+	listeners, err := cfg.listenerSecurity()
+	if err != nil {
+		return nil, err
+	}
+	interBroker, err := cfg.interBrokerListener()
+	if err != nil {
+		return nil, err
+	}
+	authz, err := newAuthzCache(cfg.Security)
+	if err != nil {
+		return nil, err
+	}
+	b := &Broker{listeners: listeners, interBroker: interBroker, authz: authz, cfg: cfg, logger: logger, metrics: newBrokerMetrics(), apis: newAPITable(),
 		codecs: wire.NewCodecs(), groupsLoaded: map[int32]int32{}, txnsLoaded: map[int32]int32{}, reporting: map[int32]bool{},
 		cleaner:      rlog.NewCleaner(rlog.CleanerConfig{Logger: logger}),
 		reqPool:      mempool.New(max(cfg.QueuedMaxRequestBytes, 0), requestPoolRetain(cfg.QueuedMaxRequestBytes)),
@@ -282,7 +303,7 @@ func (b *Broker) Start() error {
 			SendZCThreshold: b.cfg.SendZCThreshold,
 			Wait:            ring.WaitMode(b.cfg.UringWait),
 			Logger:          b.logger,
-		}, &connHandler{b: b})
+		}, &connHandler{b: b, listener: b.listeners[l.Name]})
 		if err != nil {
 			b.stopServers(context.Background())
 			return fmt.Errorf("listen %s: %w", l, err)
@@ -373,8 +394,20 @@ func (b *Broker) EventLoopThreads() int {
 	return n
 }
 
+// advertised is the advertised endpoint of the inter-broker listener: the one other brokers
+// and the metadata quorum reach this node on.
 func (b *Broker) advertised() Listener {
 	l := b.cfg.AdvertisedListeners[0]
+	for _, a := range b.cfg.AdvertisedListeners {
+		if a.Name == b.interBroker {
+			l = a
+		}
+	}
+	return resolveAdvertisedHost(l)
+}
+
+// resolveAdvertisedHost replaces a wildcard or empty host with this machine's host name.
+func resolveAdvertisedHost(l Listener) Listener {
 	if l.Host == "" || l.Host == "0.0.0.0" || l.Host == "::" {
 		if h, err := os.Hostname(); err == nil {
 			l.Host = h
@@ -387,6 +420,9 @@ func (b *Broker) advertised() Listener {
 func (b *Broker) registerSelf() error {
 	adv := b.advertised()
 	rec := meta.Record{Type: meta.TypeBroker, NodeID: b.cfg.NodeID, Host: adv.Host, Port: int32(adv.Port), Incarnation: b.incarnation}
+	for _, l := range b.endpoints() {
+		rec.Endpoints = append(rec.Endpoints, meta.Endpoint{Name: l.Name, Host: l.Host, Port: int32(l.Port)})
+	}
 	sent := time.Now()
 	_, err := b.meta.Commit([]meta.Record{rec})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -54,6 +55,11 @@ type Config struct {
 	// PprofListen (pprof.listen, ringbroker's own) serves Go's net/http/pprof profiles there;
 	// "" (the default) disables it.
 	PprofListen string
+
+	// Security is how listeners authenticate and requests are authorized.
+	Security SecurityConfig
+	// protocolMapText is listener.security.protocol.map as set; listenerProtocol parses it.
+	protocolMapText string
 
 	OffsetsPartitions          int32         // offsets.topic.num.partitions
 	GroupInitialRebalanceDelay time.Duration // group.initial.rebalance.delay.ms
@@ -219,6 +225,9 @@ type brokerConfigDef struct {
 	set func(c *Config, val string) error
 	// get renders the current value as set would take it; nil for synonyms and ignored keys.
 	get func(c *Config) string
+	// sensitive values (passwords, private keys) are never described, as Kafka's PASSWORD
+	// type: DescribeConfigs answers them as null with IsSensitive.
+	sensitive bool
 }
 
 // intRule is an extra rule on an integer value.
@@ -410,6 +419,12 @@ func (d brokerConfigDef) unsetWhenZero() brokerConfigDef {
 	return d
 }
 
+// secret marks d's values sensitive.
+func (d brokerConfigDef) secret() brokerConfigDef {
+	d.sensitive = true
+	return d
+}
+
 // ignoredDef is a Kafka key accepted with no effect yet.
 func ignoredDef(name string, kind configKind) brokerConfigDef {
 	return brokerConfigDef{name: name, kind: kind, ignored: true,
@@ -427,7 +442,10 @@ func ignoredDef(name string, kind configKind) brokerConfigDef {
 // brokerConfigDefs is every broker config key ringbroker takes, with Kafka's type and, where
 // the key is Kafka's, Kafka's meaning. Set refuses any other key. DescribeConfigs for a broker
 // lists them (but synonyms and ignored keys), and the README's table is generated from them.
-var brokerConfigDefs = []brokerConfigDef{
+var brokerConfigDefs = slices.Concat(coreConfigDefs, securityConfigDefs)
+
+// coreConfigDefs are the keys of everything but security (securityconfig.go).
+var coreConfigDefs = []brokerConfigDef{
 	intDef("node.id", kindInt, "1", func(c *Config) *int32 { return &c.NodeID }, nil,
 		"this node's id, in the cluster and in the metadata log"),
 	synonymDef("broker.id", "node.id", kindInt, 0, ""),
@@ -600,8 +618,6 @@ var brokerConfigDefs = []brokerConfigDef{
 		"verify with the transaction coordinator that a transactional batch beginning its producer's transaction in a partition belongs to the producer's Ongoing transaction (KIP-890), refusing it otherwise").live(),
 	msDef("transaction.remove.expired.transaction.cleanup.interval.ms", kindInt, "3600000", func(c *Config) *time.Duration { return &c.TxnRemoveExpiredInterval }, atLeast(1),
 		"how often expired transactional ids are removed"),
-	ignoredDef("listener.security.protocol.map", kindString),
-	ignoredDef("inter.broker.listener.name", kindString),
 	ignoredDef("num.network.threads", kindInt),
 	ignoredDef("socket.send.buffer.bytes", kindInt),
 	ignoredDef("socket.receive.buffer.bytes", kindInt),
@@ -656,6 +672,9 @@ func (c *Config) Set(key, val string) error {
 }
 
 func (c *Config) set(key, val string) error {
+	if strings.HasPrefix(key, listenerPropPrefix) {
+		return c.setListenerProp(key, val)
+	}
 	d, ok := lookupBrokerConfig(key)
 	if !ok {
 		return fmt.Errorf("unknown config key %q", key)

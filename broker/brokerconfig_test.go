@@ -35,6 +35,10 @@ func TestDefaultConfig(t *testing.T) {
 		FetchSessionSlots: 1000, FetchSessionEvictionMin: 2 * time.Minute,
 		AutoLeaderRebalance: true, LeaderImbalanceCheckInterval: 300 * time.Second, LeaderImbalancePerBrokerPct: 10,
 		LogCacheWindowBytes: 64 << 20, LeaderReplicationThrottledRate: 1<<63 - 1, FollowerReplicationThrottledRate: 1<<63 - 1,
+		Security: SecurityConfig{InterBrokerProtocol: "PLAINTEXT", SaslMechanisms: []string{"GSSAPI"}, InterBrokerSaslMechanism: "GSSAPI",
+			SaslMaxReceive: 512 << 10, FailedAuthDelay: 100 * time.Millisecond, SSLKeystoreType: "JKS", SSLTruststoreType: "JKS",
+			SSLClientAuth: "none", SSLEnabledProtocols: []string{"TLSv1.2", "TLSv1.3"}, SSLProtocol: "TLSv1.3",
+			SSLPrincipalMappingRules: "DEFAULT", SSLEndpointIdentification: "https"},
 	}
 	got := DefaultConfig()
 	gv, wv := reflect.ValueOf(got), reflect.ValueOf(want)

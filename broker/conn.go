@@ -27,7 +27,10 @@ const requestBudget = 16
 // into frames, each received into a buffer of its own from the request memory pool, and queues
 // them; handler workers decode and run them, one request of a connection at a time, and
 // responses go out in request order.
-type connHandler struct{ b *Broker }
+type connHandler struct {
+	b        *Broker
+	listener *listenerSec
+}
 
 // connState is the per-connection state kept in ring.Conn's context.
 type connState struct {
@@ -37,6 +40,9 @@ type connState struct {
 	// follower is the node id + 1 of the follower that fetched over this connection, 0 for a
 	// client's: its close makes the leader check whether the follower died.
 	follower atomic.Int32
+	// listener is the listener the connection came in on; auth is who its requests run as.
+	listener *listenerSec
+	auth     *connAuth
 	// alloc and resume are FrameAlloc and a pool wake-up bound once, so feeding allocates
 	// nothing.
 	alloc  wire.FrameAlloc
@@ -94,10 +100,17 @@ var errNotReady = errors.New("broker is catching up with the metadata log")
 
 func (h *connHandler) OnOpen(c ring.Conn) {
 	b := h.b
-	cs := &connState{b: b, c: c, pending: map[uint64]outgoing{}, maxInflight: int32(b.cfg.MaxInflightPerConn)}
+	cs := &connState{b: b, c: c, pending: map[uint64]outgoing{}, maxInflight: int32(b.cfg.MaxInflightPerConn), listener: h.listener}
 	cs.resume = c.Resume
 	cs.alloc = func(n int) []byte { return b.reqPool.GetOrWait(n, cs.resume) }
-	cs.frames = wire.NewFrameReader(int32(b.cfg.SocketRequestMax), cs.alloc)
+	cs.auth = newConnAuth(h.listener, "")
+	maxFrame := int32(b.cfg.SocketRequestMax)
+	if h.listener.authenticates() {
+		// Small frames until the client has authenticated: no large allocation on the word
+		// of an unknown peer (Kafka's sasl.server.max.receive.size).
+		maxFrame = min(maxFrame, b.cfg.Security.SaslMaxReceive)
+	}
+	cs.frames = wire.NewFrameReader(maxFrame, cs.alloc)
 	c.SetContext(cs)
 	b.metrics.connOpened()
 }
@@ -305,6 +318,10 @@ func (cs *connState) handleFrame(seq uint64, frame []byte) {
 		return
 	}
 	rc.api = a
+	if !cs.auth.admits(hdr.APIKey, rc.start) {
+		rc.reject(fmt.Errorf("%s before the connection authenticated, or after its session expired", kmsg.NameForKey(hdr.APIKey)))
+		return
+	}
 	var req kmsg.Request
 	if a.decode != nil {
 		req, err = a.decode(rc, body)
@@ -337,7 +354,13 @@ func (rc *reqCtx) reject(err error) {
 const responseBufBytes = 4 << 10
 
 // respond encodes resp at the request's version and queues it in order.
-func (rc *reqCtx) respond(resp kmsg.Response) {
+func (rc *reqCtx) respond(resp kmsg.Response) { rc.respondAndMaybeClose(resp, false) }
+
+// respondAndClose answers the request and closes the connection once the answer is written,
+// as Kafka does after a failed authentication.
+func (rc *reqCtx) respondAndClose(resp kmsg.Response) { rc.respondAndMaybeClose(resp, true) }
+
+func (rc *reqCtx) respondAndMaybeClose(resp kmsg.Response, close bool) {
 	resp.SetVersion(rc.hdr.APIVersion)
 	pool := rc.cs.b.reqPool
 	start := pool.Get(responseBufBytes)
@@ -349,7 +372,7 @@ func (rc *reqCtx) respond(resp kmsg.Response) {
 	}
 	rc.respBuf = start
 	rc.piece[0] = ring.Bytes(buf)
-	rc.finishWith(rc.piece[:], nil, false)
+	rc.finishWith(rc.piece[:], nil, close)
 }
 
 // respondPieces queues an already-framed response; done runs once the kernel no longer

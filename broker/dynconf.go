@@ -237,6 +237,13 @@ func (b *Broker) describeBrokerEntry(im *meta.Image, d brokerConfigDef, synonyms
 	if synonyms {
 		c.ConfigSynonyms = synonymsOf(layers)
 	}
+	if d.sensitive {
+		c.IsSensitive = true
+		c.Value = nil
+		for i := range c.ConfigSynonyms {
+			c.ConfigSynonyms[i].Value = nil
+		}
+	}
 	return c
 }
 

@@ -14,17 +14,20 @@ import (
 
 // brokerMetrics holds the Prometheus metrics of one broker in its own set (no global registry).
 type brokerMetrics struct {
-	set        *metrics.Set
-	requests   [apiKeyLimit]*metrics.Counter
-	latency    [apiKeyLimit]*metrics.Histogram
-	connsOpen  atomic.Int64
-	accepted   *metrics.Counter
-	paused     *metrics.Counter
-	bytesIn    *metrics.Counter
-	bytesOutC  *metrics.Counter
-	backend    atomic.Value // string
-	topicBytes *metrics.Set
-	topicCache sync.Map // topic name -> *topicCounters
+	set       *metrics.Set
+	requests  [apiKeyLimit]*metrics.Counter
+	latency   [apiKeyLimit]*metrics.Histogram
+	connsOpen atomic.Int64
+	accepted  *metrics.Counter
+	paused    *metrics.Counter
+	// authOK and authFailed count SASL authentications, as Kafka's successful-authentication-total
+	// and failed-authentication-total.
+	authOK, authFailedC *metrics.Counter
+	bytesIn             *metrics.Counter
+	bytesOutC           *metrics.Counter
+	backend             atomic.Value // string
+	topicBytes          *metrics.Set
+	topicCache          sync.Map // topic name -> *topicCounters
 }
 
 func newBrokerMetrics() *brokerMetrics {
@@ -39,6 +42,8 @@ func newBrokerMetrics() *brokerMetrics {
 	}
 	m.accepted = m.set.NewCounter("ringbroker_connections_accepted_total")
 	m.paused = m.set.NewCounter("ringbroker_connection_pauses_total")
+	m.authOK = m.set.NewCounter("ringbroker_successful_authentication_total")
+	m.authFailedC = m.set.NewCounter("ringbroker_failed_authentication_total")
 	m.set.NewGauge("ringbroker_connections", func() float64 { return float64(m.connsOpen.Load()) })
 	m.bytesIn = m.set.NewCounter("ringbroker_bytes_in_total")
 	m.bytesOutC = m.set.NewCounter("ringbroker_bytes_out_total")
@@ -57,6 +62,8 @@ func (m *brokerMetrics) observe(key int16, d time.Duration) {
 func (m *brokerMetrics) connOpened()         { m.connsOpen.Add(1); m.accepted.Inc() }
 func (m *brokerMetrics) connClosed()         { m.connsOpen.Add(-1) }
 func (m *brokerMetrics) connPaused()         { m.paused.Inc() }
+func (m *brokerMetrics) authSucceeded()      { m.authOK.Inc() }
+func (m *brokerMetrics) authFailed()         { m.authFailedC.Inc() }
 func (m *brokerMetrics) bytesOut(n int)      { m.bytesOutC.Add(n) }
 func (m *brokerMetrics) setBackend(b string) { m.backend.Store(b) }
 

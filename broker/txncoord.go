@@ -94,8 +94,9 @@ func (b *Broker) loadTxnPartitions() error {
 	}, b.txns.UnloadPartition)
 }
 
-// txnCoordinatorFor is the broker that leads the __transaction_state partition of id.
-func txnCoordinatorFor(b *Broker, id string) (brokerAddr, bool) {
+// txnCoordinatorFor is the broker that leads the __transaction_state partition of id, at its
+// endpoint of listener.
+func txnCoordinatorFor(b *Broker, id, listener string) (brokerAddr, bool) {
 	im := b.meta.Image()
 	t := im.Topics[txnStateTopic]
 	if t == nil || len(t.Partitions) == 0 {
@@ -106,7 +107,11 @@ func txnCoordinatorFor(b *Broker, id string) (brokerAddr, bool) {
 	if !ok || br.Fenced {
 		return brokerAddr{}, false
 	}
-	return brokerAddr{br.NodeID, br.Host, br.Port}, true
+	host, port, ok := br.Endpoint(listener)
+	if !ok {
+		return brokerAddr{}, false
+	}
+	return brokerAddr{br.NodeID, host, port}, true
 }
 
 // brokerAddr is where FindCoordinator sends a client.

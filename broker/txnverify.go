@@ -149,7 +149,7 @@ var errNoTxnCoordinator = errors.New("the transaction coordinator is not availab
 // askTxnCoordinator sends req to the transaction coordinator of id, this broker's own or
 // another's, and waits for its answer.
 func (b *Broker) askTxnCoordinator(id string, req *kmsg.AddPartitionsToTxnRequest) (*kmsg.AddPartitionsToTxnResponse, error) {
-	coordinator, ok := txnCoordinatorFor(b, id)
+	coordinator, ok := txnCoordinatorFor(b, id, "")
 	if !ok {
 		return nil, errNoTxnCoordinator
 	}

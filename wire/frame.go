@@ -14,6 +14,7 @@ package wire
 import (
 	"encoding/binary"
 	"fmt"
+	"sync/atomic"
 )
 
 const (
@@ -31,9 +32,11 @@ type FrameAlloc func(n int) []byte
 // copied into it from the chunks fed, or received into it directly by the
 // caller through Tail and Filled. Nothing is ever reallocated or copied
 // twice, and no memory is taken for a frame before its size is known and
-// checked. It is not safe for concurrent use.
+// checked. It is not safe for concurrent use, but for SetMaxFrameBytes.
 type FrameReader struct {
-	max   int32
+	// max is the largest frame accepted; atomic, so that SetMaxFrameBytes may raise it from
+	// another goroutine (a connection that has just authenticated).
+	max   atomic.Int32
 	alloc FrameAlloc
 
 	// hdr holds a size prefix split across chunks; hdrN bytes are valid.
@@ -59,7 +62,19 @@ func NewFrameReader(maxFrameBytes int32, alloc FrameAlloc) *FrameReader {
 	if alloc == nil {
 		alloc = func(n int) []byte { return make([]byte, n) }
 	}
-	return &FrameReader{max: maxFrameBytes, alloc: alloc, need: -1}
+	r := &FrameReader{alloc: alloc, need: -1}
+	r.max.Store(maxFrameBytes)
+	return r
+}
+
+// SetMaxFrameBytes changes the largest frame accepted from the next size prefix read on. A
+// SASL listener reads small frames until a connection has authenticated (Kafka's
+// sasl.server.max.receive.size), then the broker's limit.
+func (r *FrameReader) SetMaxFrameBytes(n int32) {
+	if n <= 0 {
+		n = DefaultMaxFrameBytes
+	}
+	r.max.Store(n)
 }
 
 // Buffered reports how many bytes of an incomplete frame (prefix included)
@@ -125,8 +140,8 @@ func (r *FrameReader) Feed(chunk []byte, emit func(frame []byte) error) (int, er
 			chunk = chunk[4:]
 		}
 		size := int32(raw)
-		if size < 0 || size > r.max {
-			r.err = fmt.Errorf("frame size %d, max %d: %w", size, r.max, ErrFrameTooLarge)
+		if max := r.max.Load(); size < 0 || size > max {
+			r.err = fmt.Errorf("frame size %d, max %d: %w", size, max, ErrFrameTooLarge)
 			return total - len(chunk), r.err
 		}
 		r.need, r.have = int(size), 0

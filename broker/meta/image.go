@@ -44,6 +44,8 @@ type Image struct {
 	// the cluster-wide default. Absent resources have none; a map is never modified once
 	// published (Apply copies the one it changes).
 	BrokerConfigs map[string]map[string]string
+	// Security is the ACLs, SCRAM credentials and client quotas; nil when there are none.
+	Security *Security
 }
 
 // Broker is a registered broker.
@@ -52,6 +54,9 @@ type Broker struct {
 	Host   string
 	Port   int32
 	Rack   string
+	// Endpoints are the broker's advertised listeners by name; empty for a registration
+	// written before listeners were recorded, which has Host and Port only.
+	Endpoints []Endpoint `json:",omitempty"`
 	// Incarnation identifies the process that registered; zero on a single node.
 	Incarnation UUID
 	// Epoch is the broker epoch (KIP-903): it grows by one with each registration of a new
@@ -63,6 +68,22 @@ type Broker struct {
 	// InControlledShutdown brokers asked to stop: leadership moves away from them and they
 	// leave every ISR, until they register again.
 	InControlledShutdown bool `json:",omitempty"`
+}
+
+// Endpoint is where a client connected to listener reaches the broker: the endpoint of that
+// name, or Host and Port for a registration without endpoints or an empty listener. ok is
+// false when the broker has endpoints but none of that name; Kafka leaves such a broker out
+// of what it tells the client.
+func (br Broker) Endpoint(listener string) (host string, port int32, ok bool) {
+	if listener == "" || len(br.Endpoints) == 0 {
+		return br.Host, br.Port, true
+	}
+	for _, e := range br.Endpoints {
+		if e.Name == listener {
+			return e.Host, e.Port, true
+		}
+	}
+	return "", 0, false
 }
 
 // Topic is a topic and its partitions. Partitions[i].Index == i.
@@ -181,6 +202,7 @@ func (im *Image) Apply(offset int64, recs []Record) (*Image, error) {
 		Features:       im.Features,
 		FeaturesEpoch:  im.FeaturesEpoch,
 		BrokerConfigs:  im.BrokerConfigs,
+		Security:       im.Security,
 	}
 	for n, t := range im.Topics {
 		next.Topics[n] = t
@@ -293,6 +315,12 @@ func (im *Image) Apply(offset int64, recs []Record) (*Image, error) {
 			} else {
 				next.BrokerConfigs[r.ConfigResource] = cfg
 			}
+		case TypeACL, TypeRemoveACL, TypeScramCredential, TypeClientQuota:
+			sec, err := next.Security.applySecurity(r)
+			if err != nil {
+				return nil, fmt.Errorf("record %d: %w", i, err)
+			}
+			next.Security = sec
 		case TypeRemoveTopic:
 			t, ok := next.TopicsByID[r.TopicID]
 			if !ok {
@@ -330,7 +358,7 @@ func (im *Image) Apply(offset int64, recs []Record) (*Image, error) {
 				if ok && old.Incarnation == r.Incarnation && old.Epoch > 0 {
 					epoch = old.Epoch
 				}
-				next.Brokers[r.NodeID] = Broker{NodeID: r.NodeID, Host: r.Host, Port: r.Port, Rack: r.Rack, Incarnation: r.Incarnation, Epoch: epoch}
+				next.Brokers[r.NodeID] = Broker{NodeID: r.NodeID, Host: r.Host, Port: r.Port, Rack: r.Rack, Endpoints: r.Endpoints, Incarnation: r.Incarnation, Epoch: epoch}
 				break
 			}
 			br, ok := next.Brokers[r.NodeID]

@@ -77,6 +77,10 @@ type Record struct {
 	Host   string `json:"host,omitempty"`
 	Port   int32  `json:"port,omitempty"`
 	Rack   string `json:"rack,omitempty"`
+	// Endpoints are a broker registration's advertised listeners, as KRaft's
+	// RegisterBrokerRecord.EndPoints: clients are told the endpoint of the listener they are
+	// connected to. Host and Port are the inter-broker listener's.
+	Endpoints []Endpoint `json:"endpoints,omitempty"`
 	// Incarnation is a broker registration's id, new at every process start; in a
 	// ControlledShutdown record, the registration that asked to shut down.
 	Incarnation UUID `json:"incarnation,omitempty"`
@@ -87,6 +91,27 @@ type Record struct {
 	// Feature: a feature flag and its finalized level.
 	FeatureName  string `json:"feature,omitempty"`
 	FeatureLevel int16  `json:"feature_level,omitempty"`
+
+	// ACL and RemoveACL: the binding's id, and the binding added.
+	ACLID UUID `json:"acl_id,omitempty"`
+	ACL   *ACL `json:"acl,omitempty"`
+
+	// ScramCredential: the user, the mechanism, and the credential (nil removes it).
+	ScramUser      string           `json:"scram_user,omitempty"`
+	ScramMechanism string           `json:"scram_mechanism,omitempty"`
+	Scram          *ScramCredential `json:"scram,omitempty"`
+
+	// ClientQuota: the entity, the quota key, and its value (nil removes it).
+	QuotaEntity []QuotaEntityPart `json:"quota_entity,omitempty"`
+	QuotaKey    string            `json:"quota_key,omitempty"`
+	QuotaValue  *float64          `json:"quota_value,omitempty"`
+}
+
+// Endpoint is one advertised listener of a broker.
+type Endpoint struct {
+	Name string `json:"name"`
+	Host string `json:"host"`
+	Port int32  `json:"port"`
 }
 
 // EncodeRecords serialises a group of records that commit together.

@@ -19,6 +19,9 @@ type imageSnapshot struct {
 	// BrokerConfigs is the image's dynamic broker configs; absent in snapshots written before
 	// they existed.
 	BrokerConfigs map[string]map[string]string `json:"broker_configs,omitempty"`
+	// Security is the image's ACLs, SCRAM credentials and client quotas; absent when there
+	// are none.
+	Security *Security `json:"security,omitempty"`
 }
 
 // Snapshot serialises the current image.
@@ -27,7 +30,7 @@ func (sm *stateMachine) Snapshot() ([]byte, error) {
 	im := s.Image()
 	s.mu.Lock()
 	snap := imageSnapshot{Applied: s.applied, Offset: im.Offset, ClusterID: im.ClusterID, NextProducerID: im.NextProducerID,
-		Features: im.Features, FeaturesEpoch: im.FeaturesEpoch, BrokerConfigs: im.BrokerConfigs}
+		Features: im.Features, FeaturesEpoch: im.FeaturesEpoch, BrokerConfigs: im.BrokerConfigs, Security: im.Security}
 	s.mu.Unlock()
 	for _, b := range im.Brokers {
 		snap.Brokers = append(snap.Brokers, b)
@@ -51,7 +54,7 @@ func (sm *stateMachine) Restore(data []byte) error {
 		return fmt.Errorf("decode metadata snapshot (%d bytes): %w", len(data), err)
 	}
 	im := EmptyImage(snap.ClusterID)
-	im.Offset, im.NextProducerID, im.BrokerConfigs = snap.Offset, snap.NextProducerID, snap.BrokerConfigs
+	im.Offset, im.NextProducerID, im.BrokerConfigs, im.Security = snap.Offset, snap.NextProducerID, snap.BrokerConfigs, snap.Security
 	im.Features, im.FeaturesEpoch = snap.Features, snap.FeaturesEpoch
 	for _, b := range snap.Brokers {
 		im.Brokers[b.NodeID] = b
