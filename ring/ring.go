@@ -15,11 +15,11 @@
 // OnOpen, OnData and OnFilled, OnClose. With the io_uring backend that
 // goroutine is the ring's own locked OS thread (but for TLS, below), so a
 // handler that blocks stalls every connection of that ring; hand slow work to
-// another goroutine and answer with Conn.Send. A handler steers reading with the Next it
-// returns: a buffer of its own for the next bytes (no copy through a receive
-// buffer), or a pause until Conn.Resume (a muted connection). Conn.Send
-// writes at once from the calling goroutine when nothing is queued, without
-// blocking, and leaves the rest to the event loop.
+// another goroutine and answer with Conn.Send. A handler steers reading with
+// the Next it returns: a buffer of its own for the next bytes (no copy through
+// a receive buffer), or a pause until Conn.Resume (a muted connection).
+// Conn.Send writes at once from the calling goroutine when nothing is queued,
+// without blocking, and leaves the rest to the event loop.
 //
 // TLS listeners (Config.TLS) run crypto/tls in user space on both backends:
 // every TLS connection is served as a netpoll connection is, by a reader

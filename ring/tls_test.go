@@ -373,7 +373,8 @@ func TestTLSBadHandshakes(t *testing.T) {
 	for _, b := range backends {
 		t.Run(string(b), func(t *testing.T) {
 			h := newEchoHandler(t)
-			s := startTLSServer(t, p, Config{Backend: b, Rings: 2, HandshakeTimeout: timeout}, h)
+			// One ring: had a handshake run on its thread, the stalled ones would stop the healthy client.
+			s := startTLSServer(t, p, Config{Backend: b, Rings: 1, HandshakeTimeout: timeout}, h)
 			healthy := dialTLS(t, s, p.clientTLS())
 			roundTrip(t, healthy, 0)
 			stop := make(chan struct{})
@@ -403,7 +404,7 @@ func TestTLSBadHandshakes(t *testing.T) {
 			old.MinVersion, old.MaxVersion = tls.VersionTLS10, tls.VersionTLS11
 			_, oldErr := dialTLSErr(s, old)
 			// A silent client, and one that stops after a few bytes of its ClientHello.
-			start := time.Now()
+			start, before := time.Now(), rounds.Load()
 			silent := dial(t, s)
 			stall := dial(t, s)
 			if _, err := stall.Write([]byte{22, 3, 1, 0, 200, 1, 0}); err != nil {
@@ -423,6 +424,9 @@ func TestTLSBadHandshakes(t *testing.T) {
 			}
 			if d := time.Since(start); d < timeout {
 				t.Errorf("silent clients closed after %v; want the handshake timeout %v first", d, timeout)
+			}
+			if rounds.Load() == before {
+				t.Errorf("no healthy round trip while the silent handshakes hung")
 			}
 			waitFor(t, 5*time.Second, "every failure counted", func() bool { return s.Stats().TLSHandshakeErrors == 4 })
 			close(stop)
@@ -562,6 +566,56 @@ func TestTLSCloseFromOtherGoroutine(t *testing.T) {
 				t.Errorf("OnClose err=%v; want nil for a local Close", err)
 			}
 			h.checkDones(t)
+		})
+	}
+}
+
+// rawRecorder keeps every byte read through it: the TLS records as they came off the wire.
+type rawRecorder struct {
+	net.Conn
+	got []byte
+}
+
+func (r *rawRecorder) Read(b []byte) (int, error) {
+	n, err := r.Conn.Read(b)
+	r.got = append(r.got, b[:n]...)
+	return n, err
+}
+
+// TestTLSCloseNotify: Close ends the stream with a close_notify alert after the queued data.
+// TLS 1.2 leaves a record's type in clear, so the client can see the last one is an alert.
+func TestTLSCloseNotify(t *testing.T) {
+	p := newTestPKI(t)
+	for _, b := range backends {
+		t.Run(string(b), func(t *testing.T) {
+			h := newEchoHandler(t)
+			s := startTLSServer(t, p, Config{Backend: b, Rings: 1}, h)
+			raw := &rawRecorder{Conn: dial(t, s)}
+			cfg := p.clientTLS()
+			cfg.MaxVersion, cfg.ServerName = tls.VersionTLS12, "127.0.0.1"
+			c := tls.Client(raw, cfg)
+			if err := c.Handshake(); err != nil {
+				t.Fatalf("handshake: %v", err)
+			}
+			sc := waitOpened(t, h)
+			if err := sc.Send(pieces([]byte("bye")), nil); err != nil {
+				t.Fatal(err)
+			}
+			sc.Close()
+			if got, err := readToEnd(c, 5*time.Second); err != nil || string(got) != "bye" {
+				t.Fatalf("client read %q, %v; want \"bye\" and a clean end", got, err)
+			}
+			var last byte
+			for rec := raw.got; len(rec) >= 5; {
+				n := 5 + int(rec[3])<<8 + int(rec[4])
+				if n > len(rec) {
+					t.Fatalf("truncated record of %d bytes, %d left", n, len(rec))
+				}
+				last, rec = rec[0], rec[n:]
+			}
+			if last != 21 {
+				t.Errorf("last record type %d; want 21, an alert (close_notify)", last)
+			}
 		})
 	}
 }
