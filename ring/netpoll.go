@@ -2,6 +2,7 @@ package ring
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -21,25 +22,17 @@ const (
 	acceptBackoffMax = time.Second
 )
 
-// npServer is the netpoll backend: one listener, an accept goroutine, and per
-// connection a reader goroutine (which makes every Handler call) and a writer
-// goroutine draining the send queue with writev.
+// npServer is the netpoll backend: one listener and an accept goroutine handing each
+// connection to its connGroup.
 type npServer struct {
-	h       Handler
-	log     *slog.Logger
-	ln      *net.TCPListener
-	bufSize int
-	nextID  atomic.Uint64
-	st      ringCounters
-	items   outItems
+	log    *slog.Logger
+	ln     *net.TCPListener
+	g      *connGroup
+	nextID atomic.Uint64
+	st     ringCounters
 
 	stop     chan struct{} // closed when Shutdown starts
 	acceptWG sync.WaitGroup
-	connWG   sync.WaitGroup
-
-	mu       sync.Mutex
-	conns    map[*npConn]struct{} // guarded by mu
-	draining bool                 // guarded by mu: new connections are closed at once
 }
 
 func listenNetpoll(cfg Config, h Handler) (*npServer, error) {
@@ -48,12 +41,10 @@ func listenNetpoll(cfg Config, h Handler) (*npServer, error) {
 		return nil, fmt.Errorf("listen on %q: %w", cfg.Addr, err)
 	}
 	s := &npServer{
-		h:       h,
-		log:     cfg.Logger,
-		ln:      ln.(*net.TCPListener),
-		bufSize: cfg.RecvBufferSize,
-		stop:    make(chan struct{}),
-		conns:   make(map[*npConn]struct{}),
+		log:  cfg.Logger,
+		ln:   ln.(*net.TCPListener),
+		g:    newConnGroup(cfg, h),
+		stop: make(chan struct{}),
 	}
 	s.acceptWG.Add(1)
 	go s.acceptLoop()
@@ -87,28 +78,8 @@ func (s *npServer) acceptLoop() {
 			continue
 		}
 		backoff = acceptBackoffMin
-		_ = nc.SetNoDelay(true)
-		raw, err := nc.SyscallConn()
-		if err != nil {
-			nc.Close()
-			continue
-		}
-		c := &npConn{s: s, id: s.nextID.Add(1), nc: nc, raw: raw, wake: make(chan struct{}, 1),
-			resume: make(chan struct{}, 1), quit: make(chan struct{}), writerDone: make(chan struct{})}
-		c.rw.fn = c.rw.write
-		s.mu.Lock()
-		if s.draining {
-			s.mu.Unlock()
-			nc.Close()
-			continue
-		}
-		s.conns[c] = struct{}{}
-		s.connWG.Add(1)
-		s.mu.Unlock()
 		s.st.accepted.Add(1)
-		s.st.open.Add(1)
-		go c.writeLoop()
-		go c.readLoop()
+		s.g.serve(nc, s.nextID.Add(1), 0, &s.st)
 	}
 }
 
@@ -116,19 +87,103 @@ func (s *npServer) shutdown(ctx context.Context) error {
 	close(s.stop)
 	s.ln.Close()
 	s.acceptWG.Wait()
-	s.mu.Lock()
-	s.draining = true
-	conns := make([]*npConn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
+	return s.g.shutdown(ctx)
+}
+
+// connGroup serves connections on goroutines, two per connection: a reader that makes every
+// Handler call and a writer that drains the send queue. It holds the netpoll backend's
+// connections and the TLS connections of either backend (see tls.go), and drains or aborts
+// them all on Shutdown.
+type connGroup struct {
+	h       Handler
+	log     *slog.Logger
+	bufSize int
+	tls     *tlsSetup // nil: plaintext connections
+	items   outItems
+
+	wg       sync.WaitGroup // one count per connection from serve or adopt until its OnClose
+	mu       sync.Mutex
+	conns    map[*npConn]struct{} // guarded by mu
+	draining bool                 // guarded by mu: new connections are closed at once
+}
+
+func newConnGroup(cfg Config, h Handler) *connGroup {
+	g := &connGroup{h: h, log: cfg.Logger, bufSize: cfg.RecvBufferSize, conns: make(map[*npConn]struct{})}
+	if cfg.TLS != nil {
+		g.tls = newTLSSetup(cfg)
 	}
-	s.mu.Unlock()
-	for _, c := range conns {
-		c.drain()
+	return g
+}
+
+// serve starts a connection on its goroutines, counting it in st as event loop loop's.
+func (g *connGroup) serve(nc *net.TCPConn, id uint64, loop int, st *ringCounters) {
+	if !g.admit() {
+		nc.Close()
+		return
 	}
+	go g.run(nc, id, loop, st)
+}
+
+// admit counts a new connection in wg, or reports false once Shutdown began.
+func (g *connGroup) admit() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.draining {
+		return false
+	}
+	g.wg.Add(1)
+	return true
+}
+
+// run serves an admitted connection on the calling goroutine until it ends.
+func (g *connGroup) run(nc *net.TCPConn, id uint64, loop int, st *ringCounters) {
+	c, err := g.newConn(nc, id, loop, st)
+	if err != nil {
+		g.log.Warn("ring: cannot serve connection", "ring", loop, "err", err.Error())
+		nc.Close()
+		g.wg.Done()
+		return
+	}
+	g.mu.Lock()
+	draining := g.draining
+	if !draining {
+		g.conns[c] = struct{}{}
+	}
+	g.mu.Unlock()
+	if draining {
+		nc.Close()
+		g.wg.Done()
+		return
+	}
+	c.readLoop()
+}
+
+// newConn wraps nc; for a TLS group the handshake is left to readLoop.
+func (g *connGroup) newConn(nc *net.TCPConn, id uint64, loop int, st *ringCounters) (*npConn, error) {
+	_ = nc.SetNoDelay(true)
+	c := &npConn{g: g, st: st, id: id, loop: loop, nc: nc, rd: nc, wake: make(chan struct{}, 1),
+		resume: make(chan struct{}, 1), quit: make(chan struct{}), writerDone: make(chan struct{})}
+	if g.tls != nil {
+		c.tc = tls.Server(nc, g.tls.config)
+		c.rd = c.tc
+		return c, nil
+	}
+	raw, err := nc.SyscallConn()
+	if err != nil {
+		return nil, fmt.Errorf("raw conn of %s: %w", nc.RemoteAddr(), err)
+	}
+	c.raw = raw
+	c.rw.fn = c.rw.write
+	return c, nil
+}
+
+// shutdown drains every connection (queued sends written, then closed) and waits until ctx is
+// done; then it aborts the rest and returns ctx's error.
+func (g *connGroup) shutdown(ctx context.Context) error {
+	conns := g.beginDrain()
 	done := make(chan struct{})
 	go func() {
-		s.connWG.Wait()
+		g.wg.Wait()
 		close(done)
 	}()
 	select {
@@ -143,13 +198,43 @@ func (s *npServer) shutdown(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// npConn is a connection of the netpoll backend.
+// beginDrain refuses new connections and asks every open one to close after its queue; it
+// returns the connections it asked.
+func (g *connGroup) beginDrain() []*npConn {
+	g.mu.Lock()
+	g.draining = true
+	conns := make([]*npConn, 0, len(g.conns))
+	for c := range g.conns {
+		conns = append(conns, c)
+	}
+	g.mu.Unlock()
+	for _, c := range conns {
+		c.drain()
+	}
+	return conns
+}
+
+// remove forgets c once it is closed.
+func (g *connGroup) remove(c *npConn) {
+	g.mu.Lock()
+	delete(g.conns, c)
+	g.mu.Unlock()
+}
+
+// npConn is a connection served by goroutines: every connection of the netpoll backend, and
+// every TLS connection (tc set) of either backend.
 type npConn struct {
-	s   *npServer
-	id  uint64
-	nc  *net.TCPConn
-	raw syscall.RawConn
-	rw  rawWrite // used by whoever holds writing
+	g    *connGroup
+	st   *ringCounters // the counters of the event loop the connection counts in
+	id   uint64
+	loop int
+	nc   *net.TCPConn
+	rd   io.Reader       // what the reader reads: nc, or tc
+	raw  syscall.RawConn // plaintext only
+	rw   rawWrite        // plaintext only; used by whoever holds writing
+	tc   *tls.Conn       // nil on plaintext
+	// state is the TLS connection state, set once before OnOpen (nil on plaintext).
+	state *tls.ConnectionState
 	handlerContext
 	wake       chan struct{} // capacity 1: the writer has something to look at
 	resume     chan struct{} // capacity 1: Resume was called
@@ -163,6 +248,7 @@ type npConn struct {
 	closeReq  bool       // guarded by mu: the writer closes the socket after the queue
 	aborted   bool       // guarded by mu: the socket is closed, drop the queue
 	stopRead  bool       // guarded by mu: received data is no longer delivered
+	opened    bool       // guarded by mu: TLS only: the handshake is done, the handler has c
 	reason    error      // guarded by mu: what OnClose reports
 	reasonSet bool       // guarded by mu
 }
@@ -173,21 +259,25 @@ func (c *npConn) ID() uint64 { return c.id }
 // RemoteAddr implements Conn.
 func (c *npConn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
 
-// Loop implements Conn: netpoll has one.
-func (c *npConn) Loop() int { return 0 }
+// Loop implements Conn: 0 with netpoll, which has one; the accepting ring for TLS on io_uring.
+func (c *npConn) Loop() int { return c.loop }
 
-// Send implements Conn: with nothing queued it writes at once from the calling goroutine,
-// without blocking; the rest goes to the writer goroutine.
+// TLS implements Conn.
+func (c *npConn) TLS() *tls.ConnectionState { return c.state }
+
+// Send implements Conn: on plaintext, with nothing queued, it writes at once from the calling
+// goroutine, without blocking; the rest goes to the writer goroutine. A TLS connection's
+// writes are all the writer's: a crypto/tls write cannot stop half-way without blocking.
 func (c *npConn) Send(pieces []Piece, done func()) error {
-	it := c.s.items.get(pieces, done)
+	it := c.g.items.get(pieces, done)
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		left := it.left
-		c.s.items.put(it)
+		c.g.items.put(it)
 		return fmt.Errorf("send %d bytes on conn %d: %w", left, c.id, ErrClosed)
 	}
-	if c.writing || len(c.queue) > 0 {
+	if c.writing || len(c.queue) > 0 || c.tc != nil {
 		c.queue = append(c.queue, it)
 		c.mu.Unlock()
 		c.notify()
@@ -195,9 +285,9 @@ func (c *npConn) Send(pieces []Piece, done func()) error {
 	}
 	c.writing = true
 	c.mu.Unlock()
-	c.s.st.directSends.Add(1)
+	c.st.directSends.Add(1)
 	n, err := c.writeOnce(it)
-	c.s.st.bytesOut.Add(uint64(n))
+	c.st.bytesOut.Add(uint64(n))
 	c.mu.Lock()
 	c.writing = false
 	switch {
@@ -210,7 +300,7 @@ func (c *npConn) Send(pieces []Piece, done func()) error {
 		it.release()
 		return nil
 	case errors.Is(err, unix.EAGAIN):
-		c.s.st.directBlocked.Add(1)
+		c.st.directBlocked.Add(1)
 		c.queue = append(c.queue, nil)
 		copy(c.queue[1:], c.queue)
 		c.queue[0] = it
@@ -299,13 +389,18 @@ func (c *npConn) setReason(err error) {
 	}
 }
 
-// drain is Shutdown's graceful close: stop delivering data, write the queue, close.
+// drain is Shutdown's graceful close: stop delivering data, write the queue, close. A TLS
+// connection still in its handshake is closed at once.
 func (c *npConn) drain() {
 	c.mu.Lock()
 	c.closed = true
 	c.closeReq = true
 	c.stopRead = true
+	opened := c.opened
 	c.mu.Unlock()
+	if !opened && c.tc != nil {
+		c.nc.Close()
+	}
 	c.notify()
 	c.Resume()
 }
@@ -347,16 +442,23 @@ func (c *npConn) waitResume() bool {
 }
 
 // readLoop makes every Handler call of c: OnOpen, OnData and OnFilled as the stream asks,
-// and, after the writer is done, OnClose.
+// and, after the writer is done, OnClose. A TLS connection first completes its handshake; one
+// that fails is closed without any Handler call.
 func (c *npConn) readLoop() {
-	s := c.s
-	defer s.connWG.Done()
-	s.h.OnOpen(c)
-	buf := make([]byte, s.bufSize)
+	g := c.g
+	defer g.wg.Done()
+	if c.tc != nil && !c.handshake() {
+		g.remove(c)
+		return
+	}
+	go c.writeLoop()
+	c.st.open.Add(1)
+	g.h.OnOpen(c)
+	buf := make([]byte, g.bufSize)
 	for {
-		n, err := c.nc.Read(buf)
+		n, err := c.rd.Read(buf)
 		if n > 0 {
-			s.st.bytesIn.Add(uint64(n))
+			c.st.bytesIn.Add(uint64(n))
 			// Once delivery stopped (Close, Shutdown) the rest is read and dropped until the
 			// writer, done with the queue, closes the socket.
 			if herr := c.deliver(buf[:n]); herr != nil && herr != errStopped {
@@ -376,11 +478,9 @@ func (c *npConn) readLoop() {
 	c.mu.Lock()
 	reason := c.reason
 	c.mu.Unlock()
-	s.mu.Lock()
-	delete(s.conns, c)
-	s.mu.Unlock()
-	s.st.open.Add(^uint64(0))
-	s.h.OnClose(c, reason)
+	g.remove(c)
+	c.st.open.Add(^uint64(0))
+	g.h.OnClose(c, reason)
 }
 
 // errStopped ends a reader whose connection stopped delivering (Close, Shutdown, abort).
@@ -388,12 +488,12 @@ var errStopped = errors.New("reading stopped")
 
 // deliver hands data to the handler and carries out what it asks: pauses, direct fills.
 func (c *npConn) deliver(data []byte) error {
-	s := c.s
+	h := c.g.h
 	for {
 		if !c.delivering() {
 			return errStopped
 		}
-		next, err := s.h.OnData(c, data)
+		next, err := h.OnData(c, data)
 		if err != nil {
 			return err
 		}
@@ -404,9 +504,9 @@ func (c *npConn) deliver(data []byte) error {
 		for {
 			switch {
 			case len(next.Fill) > 0:
-				s.st.fills.Add(1)
-				n, err := io.ReadFull(c.nc, next.Fill)
-				s.st.bytesIn.Add(uint64(n))
+				c.st.fills.Add(1)
+				n, err := io.ReadFull(c.rd, next.Fill)
+				c.st.bytesIn.Add(uint64(n))
 				if err != nil {
 					if errors.Is(err, io.ErrUnexpectedEOF) {
 						err = io.EOF
@@ -419,12 +519,12 @@ func (c *npConn) deliver(data []byte) error {
 				if !c.delivering() {
 					return errStopped
 				}
-				if next, err = s.h.OnFilled(c); err != nil {
+				if next, err = h.OnFilled(c); err != nil {
 					return err
 				}
 				continue
 			case next.Pause || len(data) > 0:
-				s.st.pauses.Add(1)
+				c.st.pauses.Add(1)
 				if !c.waitResume() {
 					return errStopped
 				}
@@ -466,33 +566,51 @@ func (c *npConn) writeLoop() {
 			c.dropQueue()
 			return
 		case len(q) == 0 && closeReq && !busy:
-			c.nc.Close()
+			c.closeSocket()
 			return
 		case len(q) == 0:
 			<-c.wake
 			continue
 		}
-		for i, it := range q {
-			n, err := c.writeAll(it)
-			c.s.st.bytesOut.Add(uint64(n))
-			c.s.st.sends.Add(1)
-			left := it.left
-			it.release()
-			if err != nil {
-				for _, rest := range q[i+1:] {
-					rest.release()
-				}
-				c.mu.Lock()
-				c.writing = false
-				c.mu.Unlock()
-				c.abort(fmt.Errorf("send %d bytes on conn %d to %s: %w", left, c.id, c.nc.RemoteAddr(), err))
-				break
-			}
-		}
+		err := c.writeQueue(q)
 		c.mu.Lock()
 		c.writing = false
 		c.mu.Unlock()
+		if err != nil {
+			c.abort(err)
+		}
 	}
+}
+
+// writeQueue writes q in order, waiting while the socket is full, and releases every item
+// (all of them also when it fails).
+func (c *npConn) writeQueue(q []*outItem) error {
+	if c.tc != nil {
+		return c.writeTLS(q)
+	}
+	for i, it := range q {
+		n, err := c.writeAll(it)
+		c.st.bytesOut.Add(uint64(n))
+		c.st.sends.Add(1)
+		left := it.left
+		it.release()
+		if err != nil {
+			for _, rest := range q[i+1:] {
+				rest.release()
+			}
+			return fmt.Errorf("send %d bytes on conn %d to %s: %w", left, c.id, c.nc.RemoteAddr(), err)
+		}
+	}
+	return nil
+}
+
+// closeSocket ends a connection whose queue is written: on TLS with a close_notify alert first.
+func (c *npConn) closeSocket() {
+	if c.tc != nil {
+		_ = c.tc.Close()
+		return
+	}
+	c.nc.Close()
 }
 
 // dropQueue calls done for everything still queued after an abort.

@@ -13,17 +13,36 @@
 //
 // Handler callbacks for one connection run on one goroutine, in order:
 // OnOpen, OnData and OnFilled, OnClose. With the io_uring backend that
-// goroutine is the ring's own locked OS thread, so a handler that blocks
-// stalls every connection of that ring; hand slow work to another goroutine
-// and answer with Conn.Send. A handler steers reading with the Next it
-// returns: a buffer of its own for the next bytes (no copy through a receive
-// buffer), or a pause until Conn.Resume (a muted connection). Conn.Send
-// writes at once from the calling goroutine when nothing is queued, without
-// blocking, and leaves the rest to the event loop.
+// goroutine is the ring's own locked OS thread (but for TLS, below), so a
+// handler that blocks stalls every connection of that ring; hand slow work to
+// another goroutine and answer with Conn.Send. A handler steers reading with
+// the Next it returns: a buffer of its own for the next bytes (no copy through
+// a receive buffer), or a pause until Conn.Resume (a muted connection).
+// Conn.Send writes at once from the calling goroutine when nothing is queued,
+// without blocking, and leaves the rest to the event loop.
+//
+// TLS listeners (Config.TLS) run crypto/tls in user space on both backends:
+// every TLS connection is served as a netpoll connection is, by a reader
+// goroutine (the server handshake, bounded by Config.HandshakeTimeout, then
+// every Handler call) and a writer goroutine, over a tls.Conn on the socket.
+// An io_uring listener still accepts on its rings, so connections spread over
+// them and Conn.Loop names the ring that accepted each, and hands every socket
+// over at once: no handshake and no record is ever processed on a ring's
+// locked thread, which serves all its other connections. The Handler contract
+// is unchanged: Fill is filled by copying decrypted bytes into it; Send always
+// queues to the writer (a TLS write cannot stop half-way without blocking),
+// which gathers small pieces into few records and reads FileRange pieces with
+// pread into a pooled buffer, since sendfile cannot encrypt; Close sends a
+// close_notify after the queue. A failed or timed-out handshake closes the
+// socket without any Handler call. Conn.TLS gives the handler the handshake's
+// result (client certificates, cipher suite). Kernel TLS (kTLS), with which the
+// rings could recv, send and sendfile TLS connections themselves, is not
+// built; Server.TLSInfo says so and whether the kernel would have it.
 package ring
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,6 +51,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Backend names an event-loop implementation.
@@ -94,6 +114,13 @@ type Config struct {
 	Wait WaitMode
 	// Logger receives backend selection and error logs; nil means slog.Default().
 	Logger *slog.Logger
+	// TLS, when set, makes this a TLS listener: every accepted connection completes a
+	// crypto/tls server handshake before Handler.OnOpen, and the handler sees plaintext. It is
+	// cloned by Listen. nil is plaintext.
+	TLS *tls.Config
+	// HandshakeTimeout bounds a TLS handshake from accept to its end; a connection that has
+	// not finished by then is closed unseen by the handler. 0 means 10 s.
+	HandshakeTimeout time.Duration
 }
 
 // Defaults and bounds of Config.
@@ -145,6 +172,18 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	switch {
+	case cfg.HandshakeTimeout < 0:
+		return cfg, fmt.Errorf("ring config: HandshakeTimeout=%v; want 0 (the default) or more", cfg.HandshakeTimeout)
+	case cfg.HandshakeTimeout == 0:
+		cfg.HandshakeTimeout = defaultHandshakeTimeout
+	}
+	if cfg.TLS != nil {
+		if err := checkTLSConfig(cfg.TLS); err != nil {
+			return cfg, err
+		}
+		cfg.TLS = cfg.TLS.Clone()
 	}
 	return cfg, nil
 }
@@ -236,9 +275,14 @@ type Conn interface {
 	SetContext(v any)
 	// Context returns what SetContext stored, or nil.
 	Context() any
+	// TLS is the state of the connection's completed TLS handshake (version, cipher suite,
+	// the client's certificates under mutual TLS), or nil on a plaintext listener.
+	TLS() *tls.ConnectionState
 }
 
-// Stats are counters of one ring (or, summed, of a Server).
+// Stats are counters of one ring (or, summed, of a Server). On a TLS listener the byte counts
+// are of plaintext, as the handler sees it, and a TLS connection counts in Open from the end
+// of its handshake.
 type Stats struct {
 	Accepted      uint64 // connections accepted
 	Open          uint64 // connections open now
@@ -256,6 +300,15 @@ type Stats struct {
 	DirectBlocked uint64 // of DirectSends, those the socket did not take whole (finished by the loop)
 	Fills         uint64 // direct receives into a handler's buffer (Next.Fill)
 	Pauses        uint64 // times a connection stopped reading (Next.Pause or a partial Consumed)
+	// TLSHandshakes counts TLS handshakes completed: connections handed to the handler.
+	TLSHandshakes uint64
+	// TLSHandshakeErrors counts TLS handshakes that failed (garbage, no shared version or
+	// cipher, a missing or bad client certificate) or timed out; their sockets were closed
+	// without a Handler call.
+	TLSHandshakeErrors uint64
+	// TLSHandshakeTimeouts counts the TLSHandshakeErrors that were Config.HandshakeTimeout
+	// running out.
+	TLSHandshakeTimeouts uint64
 }
 
 // add sums o into s.
@@ -276,6 +329,9 @@ func (s *Stats) add(o Stats) {
 	s.DirectBlocked += o.DirectBlocked
 	s.Fills += o.Fills
 	s.Pauses += o.Pauses
+	s.TLSHandshakes += o.TLSHandshakes
+	s.TLSHandshakeErrors += o.TLSHandshakeErrors
+	s.TLSHandshakeTimeouts += o.TLSHandshakeTimeouts
 }
 
 // engine is one running backend.
@@ -290,6 +346,7 @@ type engine interface {
 type Server struct {
 	backend Backend
 	eng     engine
+	tls     TLSInfo
 
 	shutOnce sync.Once
 	shutErr  error
@@ -306,6 +363,19 @@ func Listen(cfg Config, h Handler) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	srv, err := listen(cfg, h)
+	if err != nil {
+		return nil, err
+	}
+	if srv.tls = tlsInfo(cfg.TLS); srv.tls.Mode != TLSOff {
+		cfg.Logger.Info("ring: TLS listener, records sealed and opened in user space (crypto/tls)",
+			"addr", srv.Addr().String(), "handshake_timeout", cfg.HandshakeTimeout.String(), "kernel_tls", srv.tls.Reason)
+	}
+	return srv, nil
+}
+
+// listen starts the backend cfg asks for.
+func listen(cfg Config, h Handler) (*Server, error) {
 	if cfg.Backend != Netpoll {
 		eng, err := listenUring(cfg, h)
 		switch {
@@ -331,6 +401,9 @@ func (s *Server) Addr() net.Addr { return s.eng.addr() }
 
 // Backend is the backend actually running: Uring or Netpoll.
 func (s *Server) Backend() Backend { return s.backend }
+
+// TLSInfo says whether the listener speaks TLS and where its records are sealed and opened.
+func (s *Server) TLSInfo() TLSInfo { return s.tls }
 
 // Stats sums the counters of all rings.
 func (s *Server) Stats() Stats {

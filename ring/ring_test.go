@@ -173,6 +173,11 @@ func echoClient(s *Server, seed int, sizes []int, small int) error {
 	if err != nil {
 		return err
 	}
+	return echoOver(c, seed, sizes, small)
+}
+
+// echoOver is echoClient on a connection already made (plaintext or TLS); it closes c.
+func echoOver(c net.Conn, seed int, sizes []int, small int) error {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(60 * time.Second))
 	var plan []int

@@ -72,6 +72,9 @@ type uringServer struct {
 	nextID      atomic.Uint64
 	setupDesc   string // setup flags the rings got, for logs
 	zcThreshold int    // effective SEND_ZC threshold; 0 means disabled
+	// tlsConns serves the connections of a TLS listener (nil on plaintext): the rings accept
+	// them and hand them over.
+	tlsConns *connGroup
 }
 
 // listenUring opens cfg.Rings listeners and rings. Errors that mean io_uring
@@ -89,6 +92,9 @@ func listenUring(cfg Config, h Handler) (*uringServer, error) {
 		return nil, err
 	}
 	s := &uringServer{h: h, log: cfg.Logger, bound: bound}
+	if cfg.TLS != nil {
+		s.tlsConns = newConnGroup(cfg, h)
+	}
 	ready := make(chan error, len(fds))
 	start := make(chan bool, len(fds))
 	for i, fd := range fds {
@@ -139,6 +145,20 @@ func (s *uringServer) ringStats() []Stats {
 }
 
 func (s *uringServer) shutdown(ctx context.Context) error {
+	if s.tlsConns != nil {
+		s.tlsConns.beginDrain()
+	}
+	err := s.shutdownRings(ctx)
+	if s.tlsConns != nil {
+		if terr := s.tlsConns.shutdown(ctx); err == nil {
+			err = terr
+		}
+	}
+	return err
+}
+
+// shutdownRings drains and stops the rings and their connections.
+func (s *uringServer) shutdownRings(ctx context.Context) error {
 	for _, r := range s.rings {
 		r.drainReq.Store(true)
 		r.kick()
@@ -204,6 +224,7 @@ type ringCounters struct {
 	accepted, open, bytesIn, bytesOut, sends, zcSends, zcCopied atomic.Uint64
 	partialSends, cqes, enters, wakeups, noBufs                 atomic.Uint64
 	directSends, directBlocked, fills, pauses                   atomic.Uint64
+	tlsHandshakes, tlsHandshakeErrors, tlsHandshakeTimeouts     atomic.Uint64
 }
 
 func (c *ringCounters) snapshot() Stats {
@@ -213,7 +234,8 @@ func (c *ringCounters) snapshot() Stats {
 		ZCCopied: c.zcCopied.Load(), PartialSends: c.partialSends.Load(), CQEs: c.cqes.Load(),
 		Enters: c.enters.Load(), Wakeups: c.wakeups.Load(), NoBufs: c.noBufs.Load(),
 		DirectSends: c.directSends.Load(), DirectBlocked: c.directBlocked.Load(), Fills: c.fills.Load(),
-		Pauses: c.pauses.Load(),
+		Pauses: c.pauses.Load(), TLSHandshakes: c.tlsHandshakes.Load(),
+		TLSHandshakeErrors: c.tlsHandshakeErrors.Load(), TLSHandshakeTimeouts: c.tlsHandshakeTimeouts.Load(),
 	}
 }
 
@@ -773,6 +795,11 @@ func (r *uring) onAccept(res int32, flags uint32) {
 }
 
 func (r *uring) openConn(fd int) {
+	if g := r.srv.tlsConns; g != nil {
+		r.st.accepted.Add(1)
+		g.adopt(fd, r.srv.nextID.Add(1), r.idx, &r.st)
+		return
+	}
 	sa, err := unix.Getpeername(fd)
 	if err != nil {
 		unix.Close(fd) // the peer left before we saw it

@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -78,6 +79,9 @@ func (c *uconn) RemoteAddr() net.Addr { return c.remote }
 
 // Loop implements Conn.
 func (c *uconn) Loop() int { return c.r.idx }
+
+// TLS implements Conn: connections on the ring itself are plaintext.
+func (c *uconn) TLS() *tls.ConnectionState { return nil }
 
 // Send implements Conn. With nothing queued for the socket it writes at once from the calling
 // goroutine with non-blocking calls; the rest, and every Send meanwhile, goes to the loop.
