@@ -19,6 +19,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/auth/sasl"
 )
 
 var saslAuthenticateAPI = &api{key: kmsg.SASLAuthenticate, minVersion: 0, maxVersion: 2, keepsRequest: true, handle: handleSaslAuthenticate}
@@ -59,12 +61,18 @@ func (a *connAuth) complete(b *Broker, rc *reqCtx, resp *kmsg.SASLAuthenticateRe
 	if a.reauth && principal != a.principal {
 		return errors.New("Cannot change principals during re-authentication from " + a.principal + ": " + principal)
 	}
-	a.principal, a.authMech, a.stage, a.reauth, a.exchange = principal, a.mech, saslDone, false, nil
 	a.expires = time.Time{}
 	if life := b.cfg.Security.MaxReauth; life > 0 && rc.hdr.APIVersion >= 1 {
+		// A session lasts connections.max.reauth.ms, or until its OAuth token expires if that
+		// is sooner, as Kafka's SaslServerAuthenticator.
+		now := time.Now()
+		if ob, ok := a.exchange.(*sasl.OAuthBearerServer); ok && ob.Token() != nil && !ob.Token().Expiry.IsZero() {
+			life = min(life, max(ob.Token().Expiry.Sub(now), time.Millisecond))
+		}
 		resp.SessionLifetimeMillis = life.Milliseconds()
-		a.expires = time.Now().Add(life)
+		a.expires = now.Add(life)
 	}
+	a.principal, a.authMech, a.stage, a.reauth, a.exchange = principal, a.mech, saslDone, false, nil
 	rc.cs.frames.SetMaxFrameBytes(int32(b.cfg.SocketRequestMax))
 	b.metrics.authSucceeded()
 	return nil

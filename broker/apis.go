@@ -59,6 +59,8 @@ func servedAPIs() []*api {
 		incrementalAlterConfigsAPI,
 		alterPartitionReassignmentsAPI,
 		listPartitionReassignmentsAPI,
+		describeUserScramCredentialsAPI,
+		alterUserScramCredentialsAPI,
 		describeClusterAPI,
 		describeQuorumAPI,
 		updateFeaturesAPI,

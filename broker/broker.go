@@ -168,7 +168,8 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 	if err := cfg.checkAdvertised(); err != nil {
 		return nil, err
 	}
-	listeners, err := cfg.listenerSecurity()
+	scram := &scramFromImage{}
+	listeners, err := cfg.listenerSecurity(scram)
 	if err != nil {
 		return nil, err
 	}
@@ -186,6 +187,13 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 		reqPool:      mempool.New(max(cfg.QueuedMaxRequestBytes, 0), requestPoolRetain(cfg.QueuedMaxRequestBytes)),
 		purgatory:    newPurgatory(),
 		imageChanged: make(chan struct{}, 1), incarnation: meta.NewUUID(), quotas: newReplicationQuotas()}
+	imageOf := func() *meta.Image {
+		if b.meta == nil {
+			return nil
+		}
+		return b.meta.Image()
+	}
+	scram.image.Store(&imageOf)
 	b.fetchers = newFetcherSet(b)
 	b.fetchSessions = newFetchSessionCache(int(cfg.FetchSessionSlots), cfg.FetchSessionEvictionMin)
 	b.metrics.watchFetchSessions(b.fetchSessions)
@@ -302,6 +310,7 @@ func (b *Broker) Start() error {
 			PinCPUs:         b.cfg.PinCPUs,
 			SendZCThreshold: b.cfg.SendZCThreshold,
 			Wait:            ring.WaitMode(b.cfg.UringWait),
+			TLS:             b.listeners[l.Name].tls,
 			Logger:          b.logger,
 		}, &connHandler{b: b, listener: b.listeners[l.Name]})
 		if err != nil {
@@ -337,6 +346,7 @@ func (b *Broker) Start() error {
 			return fmt.Errorf("open partitions for the caught-up metadata image: %w", err)
 		}
 	}
+	b.startJWKSFetchers()
 	b.ready.Store(true)
 	b.bg.Add(1)
 	go b.controllerLoop()
@@ -371,6 +381,16 @@ func (b *Broker) Addr() net.Addr {
 		return b.meta.ListenAddr()
 	}
 	return b.servers[0].Addr()
+}
+
+// ListenerAddr is the address the listener of that name is bound to; nil when there is none.
+func (b *Broker) ListenerAddr(name string) net.Addr {
+	for i, l := range b.cfg.Listeners {
+		if l.Name == name && i < len(b.servers) {
+			return b.servers[i].Addr()
+		}
+	}
+	return nil
 }
 
 // Backend is the I/O backend the first listener runs on; empty on a controller-only node,

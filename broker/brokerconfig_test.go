@@ -38,7 +38,8 @@ func TestDefaultConfig(t *testing.T) {
 		Security: SecurityConfig{InterBrokerProtocol: "PLAINTEXT", SaslMechanisms: []string{"GSSAPI"}, InterBrokerSaslMechanism: "GSSAPI",
 			SaslMaxReceive: 512 << 10, FailedAuthDelay: 100 * time.Millisecond, SSLKeystoreType: "JKS", SSLTruststoreType: "JKS",
 			SSLClientAuth: "none", SSLEnabledProtocols: []string{"TLSv1.2", "TLSv1.3"}, SSLProtocol: "TLSv1.3",
-			SSLPrincipalMappingRules: "DEFAULT", SSLEndpointIdentification: "https"},
+			SSLPrincipalMappingRules: "DEFAULT", SSLEndpointIdentification: "https",
+			OAuthSubClaim: "sub", OAuthScopeClaim: "scope", OAuthClockSkew: 30 * time.Second, OAuthJWKSRefresh: time.Hour},
 	}
 	got := DefaultConfig()
 	gv, wv := reflect.ValueOf(got), reflect.ValueOf(want)

@@ -103,7 +103,7 @@ func (h *connHandler) OnOpen(c ring.Conn) {
 	cs := &connState{b: b, c: c, pending: map[uint64]outgoing{}, maxInflight: int32(b.cfg.MaxInflightPerConn), listener: h.listener}
 	cs.resume = c.Resume
 	cs.alloc = func(n int) []byte { return b.reqPool.GetOrWait(n, cs.resume) }
-	cs.auth = newConnAuth(h.listener, "")
+	cs.auth = newConnAuth(h.listener, h.listener.tlsPrincipal(c.TLS()))
 	maxFrame := int32(b.cfg.SocketRequestMax)
 	if h.listener.authenticates() {
 		// Small frames until the client has authenticated: no large allocation on the word

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/auth/sasl"
 )
 
 // anonymous is the principal of a connection that has not authenticated (PLAINTEXT, or SSL
@@ -35,7 +37,7 @@ type connAuth struct {
 	stage saslStage
 	// mech and exchange are the mechanism and its server side while a client authenticates.
 	mech     string
-	exchange saslServer
+	exchange sasl.Server
 	// authMech is the mechanism the connection authenticated with; a re-authentication must
 	// use it again and end with the same principal (KIP-368).
 	authMech string

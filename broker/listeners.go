@@ -4,6 +4,8 @@ import (
 	"crypto/tls"
 	"fmt"
 	"strings"
+
+	"ringbroker/auth/sasl"
 )
 
 // listenerSec is how one listener's connections are secured: its security protocol, the TLS
@@ -15,14 +17,17 @@ type listenerSec struct {
 	tls *tls.Config
 	// sasl is nil on PLAINTEXT and SSL listeners.
 	sasl *saslListener
+	// principalRules map client certificates' names to principals.
+	principalRules principalRules
 }
 
 // authenticates reports whether connections must complete a SASL exchange before anything
 // but ApiVersions and the SASL requests is served.
 func (l *listenerSec) authenticates() bool { return l.sasl != nil }
 
-// listenerSecurity builds the security of every listener of the config.
-func (c *Config) listenerSecurity() (map[string]*listenerSec, error) {
+// listenerSecurity builds the security of every listener of the config; SCRAM credentials
+// come from scram.
+func (c *Config) listenerSecurity(scram sasl.ScramCredentials) (map[string]*listenerSec, error) {
 	out := map[string]*listenerSec{}
 	for _, l := range c.Listeners {
 		proto, err := c.listenerProtocol(l.Name)
@@ -30,13 +35,16 @@ func (c *Config) listenerSecurity() (map[string]*listenerSec, error) {
 			return nil, err
 		}
 		sec := &listenerSec{name: l.Name, protocol: proto}
+		if sec.principalRules, err = parsePrincipalRules(c.listenerValue(l.Name, "ssl.principal.mapping.rules")); err != nil {
+			return nil, fmt.Errorf("listener %s: ssl.principal.mapping.rules: %w", l.Name, err)
+		}
 		if proto == protoSSL || proto == protoSaslSSL {
 			if sec.tls, err = c.serverTLS(l.Name); err != nil {
 				return nil, err
 			}
 		}
 		if proto == protoSaslPlaintext || proto == protoSaslSSL {
-			if sec.sasl, err = c.saslListener(l.Name); err != nil {
+			if sec.sasl, err = c.saslListener(l.Name, scram); err != nil {
 				return nil, err
 			}
 		}
@@ -87,4 +95,15 @@ func (c *Config) checkAdvertised() error {
 		}
 	}
 	return nil
+}
+
+// tlsPrincipal is the principal of a TLS client that presented a certificate: User: and its
+// subject's distinguished name as ssl.principal.mapping.rules maps it (RFC 2253, as Kafka's
+// DefaultKafkaPrincipalBuilder); "" without a certificate.
+func (l *listenerSec) tlsPrincipal(st *tls.ConnectionState) string {
+	if l == nil || st == nil || len(st.PeerCertificates) == 0 {
+		return ""
+	}
+	dn := st.PeerCertificates[0].Subject.ToRDNSequence().String()
+	return "User:" + l.principalRules.apply(dn)
 }

@@ -59,6 +59,16 @@ type SecurityConfig struct {
 	SuperUsers           string // super.users: principals separated by ';'
 	AllowEveryoneIfNoACL bool   // allow.everyone.if.no.acl.found
 
+	// The OAUTHBEARER validation settings (sasl.oauthbearer.*): signed tokens are checked
+	// against the JWKS at OAuthJWKSURL when it is set.
+	OAuthJWKSURL     string
+	OAuthAudience    []string
+	OAuthIssuer      string
+	OAuthSubClaim    string
+	OAuthScopeClaim  string
+	OAuthClockSkew   time.Duration
+	OAuthJWKSRefresh time.Duration
+
 	// ListenerProps holds the listener.name.<listener>.<key> settings by their full key.
 	ListenerProps map[string]string
 }
@@ -121,7 +131,7 @@ var securityConfigDefs = []brokerConfigDef{
 		"the TLS protocol of the SSL context (Go negotiates among ssl.enabled.protocols)"),
 	listDef("ssl.cipher.suites", "", func(c *Config) *[]string { return &c.Security.SSLCipherSuites }, nil,
 		"TLS 1.2 cipher suites by their IANA names; empty: Go's defaults (TLS 1.3 suites are not configurable)"),
-	stringDef("ssl.principal.mapping.rules", "DEFAULT", func(c *Config) *string { return &c.Security.SSLPrincipalMappingRules }, nil,
+	stringDef("ssl.principal.mapping.rules", "DEFAULT", func(c *Config) *string { return &c.Security.SSLPrincipalMappingRules }, checkPrincipalRules,
 		"how a client certificate's distinguished name becomes a principal name: DEFAULT (the whole DN) or RULE:pattern/replacement/[LU],..."),
 	stringDef("ssl.endpoint.identification.algorithm", "https", func(c *Config) *string { return &c.Security.SSLEndpointIdentification }, nil,
 		"hostname verification of inter-broker TLS connections: https or empty"),
@@ -142,6 +152,11 @@ func checkAuthorizer(val string) error {
 		return nil
 	}
 	return fmt.Errorf("ringbroker has only Kafka's StandardAuthorizer (%s)", standardAuthorizer)
+}
+
+func checkPrincipalRules(val string) error {
+	_, err := parsePrincipalRules(val)
+	return err
 }
 
 func checkClientAuth(val string) error {
