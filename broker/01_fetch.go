@@ -34,6 +34,7 @@ package broker
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -46,6 +47,7 @@ import (
 	"ringbroker/internal/mpsc"
 	"ringbroker/internal/timingwheel"
 	rlog "ringbroker/log"
+	"ringbroker/quota"
 	"ringbroker/ring"
 	"ringbroker/wire"
 )
@@ -325,6 +327,13 @@ func (f *fetchOp) attemptLocked(final bool) bool {
 	case f.newSession:
 		if s := b.fetchSessions.create(a.now.UnixMilli(), f.replica >= 0, req.Version >= 13, f.sessionPartitions(a.full)); s != nil {
 			w.SetSessionID(s.id)
+		}
+	}
+	if f.replica < 0 {
+		// A consumer over its fetch quota gets the data with the time it is held for.
+		if d := f.rc.recordQuota(quota.Fetch, float64(a.total)); d > 0 {
+			w.SetThrottle(int32(min(d.Milliseconds(), math.MaxInt32)))
+			f.rc.cs.muteFor(d)
 		}
 	}
 	if b.cfg.FetchSendfile {

@@ -59,6 +59,8 @@ func servedAPIs() []*api {
 		incrementalAlterConfigsAPI,
 		alterPartitionReassignmentsAPI,
 		listPartitionReassignmentsAPI,
+		describeClientQuotasAPI,
+		alterClientQuotasAPI,
 		describeUserScramCredentialsAPI,
 		alterUserScramCredentialsAPI,
 		describeClusterAPI,

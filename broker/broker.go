@@ -39,6 +39,8 @@ type Broker struct {
 	interBroker string
 	// authz checks requests against the ACLs; nil without authorizer.class.name.
 	authz *authzCache
+	// clientQuotas are the client quotas and connection limits.
+	clientQuotas *clientQuotas
 
 	// controllerMu serialises controller decisions (validate, then commit) so two CreateTopics
 	// cannot both pass validation for the same name.
@@ -181,7 +183,11 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Broker{listeners: listeners, interBroker: interBroker, authz: authz, cfg: cfg, logger: logger, metrics: newBrokerMetrics(), apis: newAPITable(),
+	quotas, err := newClientQuotas(cfg, interBroker)
+	if err != nil {
+		return nil, err
+	}
+	b := &Broker{listeners: listeners, interBroker: interBroker, authz: authz, clientQuotas: quotas, cfg: cfg, logger: logger, metrics: newBrokerMetrics(), apis: newAPITable(),
 		codecs: wire.NewCodecs(), groupsLoaded: map[int32]int32{}, txnsLoaded: map[int32]int32{}, reporting: map[int32]bool{},
 		cleaner:      rlog.NewCleaner(rlog.CleanerConfig{Logger: logger}),
 		reqPool:      mempool.New(max(cfg.QueuedMaxRequestBytes, 0), requestPoolRetain(cfg.QueuedMaxRequestBytes)),

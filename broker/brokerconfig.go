@@ -58,6 +58,8 @@ type Config struct {
 
 	// Security is how listeners authenticate and requests are authorized.
 	Security SecurityConfig
+	// Quotas is the sampling of client quotas and the connection limits.
+	Quotas QuotaConfig
 	// protocolMapText is listener.security.protocol.map as set; listenerProtocol parses it.
 	protocolMapText string
 
@@ -442,7 +444,7 @@ func ignoredDef(name string, kind configKind) brokerConfigDef {
 // brokerConfigDefs is every broker config key ringbroker takes, with Kafka's type and, where
 // the key is Kafka's, Kafka's meaning. Set refuses any other key. DescribeConfigs for a broker
 // lists them (but synonyms and ignored keys), and the README's table is generated from them.
-var brokerConfigDefs = slices.Concat(coreConfigDefs, securityConfigDefs, oauthConfigDefs)
+var brokerConfigDefs = slices.Concat(coreConfigDefs, securityConfigDefs, oauthConfigDefs, quotaConfigDefs)
 
 // coreConfigDefs are the keys of everything but security (securityconfig.go).
 var coreConfigDefs = []brokerConfigDef{

@@ -40,6 +40,7 @@ func TestDefaultConfig(t *testing.T) {
 			SSLClientAuth: "none", SSLEnabledProtocols: []string{"TLSv1.2", "TLSv1.3"}, SSLProtocol: "TLSv1.3",
 			SSLPrincipalMappingRules: "DEFAULT", SSLEndpointIdentification: "https",
 			OAuthSubClaim: "sub", OAuthScopeClaim: "scope", OAuthClockSkew: 30 * time.Second, OAuthJWKSRefresh: time.Hour},
+		Quotas: QuotaConfig{Windows: 11, WindowSize: time.Second, MaxConnections: 1<<31 - 1, MaxConnectionsPerIP: 1<<31 - 1, MaxCreationRate: 1<<31 - 1},
 	}
 	got := DefaultConfig()
 	gv, wv := reflect.ValueOf(got), reflect.ValueOf(want)

@@ -3,6 +3,8 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"math"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringbroker/internal/mpsc"
+	"ringbroker/quota"
 	"ringbroker/ring"
 	"ringbroker/wire"
 )
@@ -43,6 +46,13 @@ type connState struct {
 	// listener is the listener the connection came in on; auth is who its requests run as.
 	listener *listenerSec
 	auth     *connAuth
+	// mutedUntil (Unix nanoseconds; mutedForever while waiting for a connection slot) stops
+	// reading while the connection is throttled by a quota, as Kafka mutes a throttled channel.
+	mutedUntil atomic.Int64
+	// counted: the connection holds a place in the connection quotas, at quotaIP (set on the
+	// event loop before any other goroutine sees the connection).
+	counted atomic.Bool
+	quotaIP netip.Addr
 	// alloc and resume are FrameAlloc and a pool wake-up bound once, so feeding allocates
 	// nothing.
 	alloc  wire.FrameAlloc
@@ -113,6 +123,38 @@ func (h *connHandler) OnOpen(c ring.Conn) {
 	cs.frames = wire.NewFrameReader(maxFrame, cs.alloc)
 	c.SetContext(cs)
 	b.metrics.connOpened()
+	b.clientQuotas.admit(cs, b)
+}
+
+// mutedForever mutes a connection until unmuteAfter.
+const mutedForever = math.MaxInt64
+
+// muted reports whether the connection is held unread by a quota now.
+func (cs *connState) muted() bool {
+	u := cs.mutedUntil.Load()
+	return u != 0 && (u == mutedForever || time.Now().UnixNano() < u)
+}
+
+// mute holds the connection unread until unmuteAfter.
+func (cs *connState) mute() { cs.mutedUntil.Store(mutedForever) }
+
+// muteFor holds the connection unread for d (a throttle time), or longer if already muted
+// for longer.
+func (cs *connState) muteFor(d time.Duration) {
+	until := time.Now().Add(d).UnixNano()
+	for {
+		cur := cs.mutedUntil.Load()
+		if cur >= until || cs.mutedUntil.CompareAndSwap(cur, until) {
+			break
+		}
+	}
+	time.AfterFunc(d, cs.c.Resume)
+}
+
+// unmuteAfter lets a connection muted for good read again after d.
+func (cs *connState) unmuteAfter(d time.Duration) {
+	cs.mutedUntil.Store(time.Now().Add(d).UnixNano())
+	time.AfterFunc(d, cs.c.Resume)
 }
 
 func (h *connHandler) OnData(c ring.Conn, data []byte) (ring.Next, error) {
@@ -140,7 +182,7 @@ func (h *connHandler) OnFilled(c ring.Conn) (ring.Next, error) {
 // into its buffer, or as usual.
 func (cs *connState) next(n, m int) ring.Next {
 	switch {
-	case n < m || cs.frames.Stalled() || cs.inflight.Load() >= cs.maxInflight:
+	case n < m || cs.frames.Stalled() || cs.inflight.Load() >= cs.maxInflight || cs.muted():
 		cs.b.metrics.connPaused()
 		return ring.Next{Consumed: n, Pause: true}
 	case len(cs.frames.Tail()) >= fillMinBytes:
@@ -151,6 +193,7 @@ func (cs *connState) next(n, m int) ring.Next {
 
 func (h *connHandler) OnClose(c ring.Conn, err error) {
 	cs := c.Context().(*connState)
+	h.b.clientQuotas.release(cs)
 	if id := cs.follower.Load(); id > 0 {
 		h.b.followerDisconnected(id - 1)
 	}
@@ -253,6 +296,8 @@ type reqCtx struct {
 	start    time.Time
 	frame    []byte
 	answered atomic.Bool
+	// reqBytes is the size of the request frame, which a produce quota counts.
+	reqBytes int
 
 	// piece holds a response encoded by respond, in respBuf when that came from the request
 	// memory pool; done is what the API asked to run once the response is written.
@@ -318,6 +363,7 @@ func (cs *connState) handleFrame(seq uint64, frame []byte) {
 		return
 	}
 	rc.api = a
+	rc.reqBytes = len(frame)
 	if !cs.auth.admits(hdr.APIKey, rc.start) {
 		rc.reject(fmt.Errorf("%s before the connection authenticated, or after its session expired", kmsg.NameForKey(hdr.APIKey)))
 		return
@@ -339,7 +385,15 @@ func (cs *connState) handleFrame(seq uint64, frame []byte) {
 		rc.reject(fmt.Errorf("decode %s v%d: %w", kmsg.NameForKey(hdr.APIKey), hdr.APIVersion, err))
 		return
 	}
+	// rc, and the header that aliases the frame, may be gone once the handler has answered.
+	measure, user, clientID := b.clientQuotas.measuresRequests(cs, hdr)
+	start := time.Now()
 	a.handle(b, rc, req)
+	if measure {
+		if d := b.clientQuotas.client.RecordRequestTime(user, clientID, time.Since(start)); d > 0 {
+			cs.muteFor(d)
+		}
+	}
 }
 
 // reject answers a request Kafka cannot parse by closing the connection after the responses
@@ -362,6 +416,9 @@ func (rc *reqCtx) respondAndClose(resp kmsg.Response) { rc.respondAndMaybeClose(
 
 func (rc *reqCtx) respondAndMaybeClose(resp kmsg.Response, close bool) {
 	resp.SetVersion(rc.hdr.APIVersion)
+	if rc.hdr.APIKey == kmsg.Produce.Int16() {
+		rc.throttle(resp, rc.recordQuota(quota.Produce, float64(rc.reqBytes)))
+	}
 	pool := rc.cs.b.reqPool
 	start := pool.Get(responseBufBytes)
 	buf := wire.AppendResponse(start[:0], rc.hdr, resp)

@@ -224,7 +224,7 @@ func listenerScopedKey(key string) bool {
 	switch {
 	case strings.HasSuffix(key, ".sasl.jaas.config"),
 		strings.HasPrefix(key, "ssl."), strings.HasPrefix(key, "sasl."),
-		key == "connections.max.reauth.ms":
+		key == "connections.max.reauth.ms", key == "max.connections", key == "max.connection.creation.rate":
 		return true
 	}
 	return false

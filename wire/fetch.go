@@ -155,6 +155,10 @@ func (w *FetchWriter) Reset(h RequestHeader, throttleMs int32, errCode int16, se
 // learns its id only once the response is complete.
 func (w *FetchWriter) SetSessionID(id int32) { w.sessionID = id }
 
+// SetThrottle sets the response's throttle_time_ms, known only once the response's size is:
+// a client over its fetch quota learns how long the broker holds its connection.
+func (w *FetchWriter) SetThrottle(ms int32) { w.throttle = ms }
+
 // AddTopic starts a topic; partitions added next belong to it. Versions up
 // to 12 send name, later ones id.
 func (w *FetchWriter) AddTopic(name string, id [16]byte) {

@@ -1,0 +1,123 @@
+package broker
+
+import (
+	"context"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/internal/testutil"
+)
+
+// TestClientQuotas: a producer_byte_rate set with AlterClientQuotas is described back, and a
+// client over it gets throttle_time_ms in its produce responses while its connection stays
+// usable; a client without a quota is not throttled.
+func TestClientQuotas(t *testing.T) {
+	forBackends(t, func(t *testing.T, backend string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		b := startBroker(t, backend, t.TempDir())
+		adm := kadm.NewClient(newClient(t, b))
+		slow := "slow"
+		altered, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+			Entity: []kadm.ClientQuotaEntityComponent{{Type: "client-id", Name: &slow}},
+			Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 64 << 10}},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range altered {
+			if a.Err != nil {
+				t.Fatalf("AlterClientQuotas: %v", a.Err)
+			}
+		}
+		described, err := adm.DescribeClientQuotas(ctx, false, []kadm.DescribeClientQuotaComponent{{Type: "client-id", MatchName: &slow, MatchType: 0}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(described) != 1 || len(described[0].Values) != 1 || described[0].Values[0].Key != "producer_byte_rate" || described[0].Values[0].Value != 64<<10 {
+			t.Fatalf("DescribeClientQuotas of client-id slow: %+v", described)
+		}
+		created, err := adm.CreateTopic(ctx, 1, 1, nil, "q")
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		produce := func(clientID string) int32 {
+			cl := newClient(t, b, kgo.ClientID(clientID))
+			var most int32
+			for i := range 8 {
+				req := kmsg.NewPtrProduceRequest()
+				req.Acks, req.TimeoutMillis = 1, 5000
+				rt := kmsg.NewProduceRequestTopic()
+				rt.Topic, rt.TopicID = "q", created.ID
+				rp := kmsg.NewProduceRequestTopicPartition()
+				rp.Records = testutil.SealBatch(testutil.NewBatch(int64(i), kmsg.Record{Value: make([]byte, 128<<10)}))
+				rt.Partitions = append(rt.Partitions, rp)
+				req.Topics = append(req.Topics, rt)
+				resp, err := req.RequestWith(ctx, cl)
+				if err != nil {
+					t.Fatalf("%s: produce %d: %v", clientID, i, err)
+				}
+				if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
+					t.Fatalf("%s: produce %d: error %d", clientID, i, code)
+				}
+				if most = resp.ThrottleMillis; most > 0 {
+					// The connection is held for that long, then serves again.
+					if _, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl); err != nil {
+						t.Fatalf("%s: a request after a %d ms throttle: %v", clientID, most, err)
+					}
+					break
+				}
+			}
+			return most
+		}
+		if ms := produce(slow); ms <= 0 {
+			t.Fatalf("1 MiB produced by a client limited to 64 KiB/s was never throttled")
+		}
+		if ms := produce("fast"); ms != 0 {
+			t.Fatalf("a client without a quota was throttled %d ms", ms)
+		}
+	})
+}
+
+// TestConnectionQuotas: max.connections.per.ip closes connections over the limit, and an
+// override for the address raises it.
+func TestConnectionQuotas(t *testing.T) {
+	forBackends(t, func(t *testing.T, backend string) {
+		for _, c := range []struct {
+			overrides []string
+			served    int
+		}{
+			{[]string{"max.connections.per.ip=2"}, 2},
+			{[]string{"max.connections.per.ip=2", "max.connections.per.ip.overrides=127.0.0.1:4"}, 4},
+		} {
+			b := startBroker(t, backend, t.TempDir(), c.overrides...)
+			var open []net.Conn
+			served := 0
+			for range 5 {
+				conn, err := net.DialTimeout("tcp", b.Addr().String(), 5*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				open = append(open, conn)
+				// A refused connection is closed by the broker: a read ends at once.
+				conn.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+				if _, err := conn.Read(make([]byte, 1)); err != io.EOF {
+					served++
+				}
+			}
+			for _, conn := range open {
+				conn.Close()
+			}
+			if served != c.served {
+				t.Fatalf("%v: %d of 5 connections from one address served; want %d", c.overrides, served, c.served)
+			}
+		}
+	})
+}
