@@ -1,6 +1,6 @@
 package broker
 
-// SaslHandshake (key 17), version 1.
+// SaslHandshake (key 17), version 1, advertised from 0.
 //
 // Behavior: on a SASL listener, picks the mechanism the client's SaslAuthenticate requests
 // then step through (connauth.go); the response lists the listener's enabled mechanisms. A
@@ -10,7 +10,10 @@ package broker
 // mechanism used first; otherwise, and on listeners without SASL, ILLEGAL_SASL_STATE.
 //
 // Version notes: v0 (raw SASL tokens after the handshake, for clients before Kafka 1.0) is not
-// served; every client since sends v1 and SaslAuthenticate.
+// served: a v0 request closes the connection. Every client since sends v1 and
+// SaslAuthenticate, but ApiVersions lists v0-1 as Apache Kafka 4.x does, because librdkafka
+// enables SASL handshakes only when the range includes v0 (its RD_KAFKA_FEATURE_SASL_HANDSHAKE);
+// without it kcat fails with "SASL Handshake not supported by broker".
 
 import (
 	"slices"
@@ -19,7 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-var saslHandshakeAPI = &api{key: kmsg.SASLHandshake, minVersion: 1, maxVersion: 1, keepsRequest: true, handle: handleSaslHandshake}
+var saslHandshakeAPI = &api{key: kmsg.SASLHandshake, minVersion: 1, advertiseFromZero: true, maxVersion: 1, keepsRequest: true, handle: handleSaslHandshake}
 
 func handleSaslHandshake(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.SASLHandshakeRequest)

@@ -7,7 +7,9 @@ package broker
 // id> and takes frames up to socket.request.max.bytes. A failed exchange answers
 // SASL_AUTHENTICATION_FAILED with Kafka's message and closes the connection
 // connection.failed.authentication.delay.ms later. A re-authentication (KIP-368) must end with
-// the principal the connection had.
+// the principal the connection had. Before a SaslHandshake the request closes the connection
+// unanswered; out of an exchange (no SASL on the listener, or already authenticated) it gets
+// ILLEGAL_SASL_STATE and the connection stays open, both as Kafka.
 //
 // Version notes: v1 adds session_lifetime_ms: with connections.max.reauth.ms set, the client
 // must re-authenticate within it (an expired session is closed at its next request). v2 is
@@ -32,9 +34,17 @@ func handleSaslAuthenticate(b *Broker, rc *reqCtx, r kmsg.Request) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.exchange == nil {
+		if a.stage != saslDone {
+			// Before a handshake Kafka's SaslServerAuthenticator takes only ApiVersions and
+			// SaslHandshake, and closes the connection on anything else without an answer.
+			rc.reject(errors.New("SaslAuthenticate before a SaslHandshake chose a mechanism"))
+			return
+		}
+		// Out of an exchange (a listener without SASL, or an authenticated connection that is
+		// not re-authenticating) Kafka's request handler answers and keeps the connection.
 		resp.ErrorCode = kerr.IllegalSaslState.Code
-		resp.ErrorMessage = kmsg.StringPtr("SaslAuthenticate without a SaslHandshake choosing a mechanism")
-		rc.respondAndClose(resp)
+		resp.ErrorMessage = kmsg.StringPtr("SaslAuthenticate request received after successful authentication")
+		rc.respond(resp)
 		return
 	}
 	reply, done, err := a.exchange.Step(req.SASLAuthBytes)

@@ -152,8 +152,15 @@ type process struct {
 // until it answers Metadata.
 func startRingbroker(t *testing.T, io string, overrides ...string) *Broker {
 	t.Helper()
+	return startRingbrokerOn(t, io, brokertest.FreePort(t), overrides...)
+}
+
+// startRingbrokerOn is startRingbroker with its PLAINTEXT listener on port, for tests whose
+// overrides name the listeners themselves.
+func startRingbrokerOn(t *testing.T, io string, port int, overrides ...string) *Broker {
+	t.Helper()
 	dir := t.TempDir()
-	port, metricsPort := brokertest.FreePort(t), brokertest.FreePort(t)
+	metricsPort := brokertest.FreePort(t)
 	argv := []string{
 		ringbrokerBinary(),
 		"--io=" + io,
@@ -182,8 +189,14 @@ func startRingbroker(t *testing.T, io string, overrides ...string) *Broker {
 // server.properties, and waits until it answers Metadata.
 func startKafka(t *testing.T, overrides ...string) *Broker {
 	t.Helper()
+	return startKafkaOn(t, brokertest.FreePort(t), brokertest.FreePort(t), overrides...)
+}
+
+// startKafkaOn is startKafka with its PLAINTEXT and CONTROLLER listeners on port and
+// controllerPort, for tests whose overrides name the listeners themselves.
+func startKafkaOn(t *testing.T, port, controllerPort int, overrides ...string) *Broker {
+	t.Helper()
 	dir := t.TempDir()
-	port, controllerPort := brokertest.FreePort(t), brokertest.FreePort(t)
 	props := filepath.Join(dir, "server.properties")
 	lines := []string{
 		"process.roles=broker,controller",
