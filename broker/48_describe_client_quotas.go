@@ -47,6 +47,8 @@ func handleDescribeClientQuotas(b *Broker, rc *reqCtx, r kmsg.Request) {
 		rc.respond(resp)
 		return
 	}
+	// Entries is nullable (null means an error): an empty answer is an empty array.
+	resp.Entries = []kmsg.DescribeClientQuotasResponseEntry{}
 	for _, e := range entries {
 		re := kmsg.NewDescribeClientQuotasResponseEntry()
 		for _, p := range e.Entity.Parts() {

@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 )
 
 // PlainUsers checks PLAIN passwords; the broker implements it over its user table.
@@ -106,23 +106,21 @@ func (s *PlainServer) Step(msg []byte) ([]byte, bool, error) {
 	return []byte{}, true, nil
 }
 
-// parsePlain splits a PLAIN message into its three fields, which must be UTF-8 with exactly two
-// NULs between them, and the user and password non-empty. Kafka reads extra or missing fields
-// loosely and fails such messages on the empty user or password they leave; both fail with the
-// generic message.
+// parsePlain splits a PLAIN message into its three fields as Kafka's PlainSaslServer does: up to
+// four NUL-separated tokens are read and exactly three must be there, and the user and password
+// must not be empty, each failure with Kafka's own message. Bytes that are not UTF-8 are kept
+// (Java decodes them to replacement characters), and fail as wrong credentials.
 func parsePlain(msg []byte) (authzid, user, pass string, err error) {
-	if !utf8.Valid(msg) {
-		return "", "", "", failf(MechanismPlain, "invalid SASL/PLAIN response: not UTF-8")
-	}
-	parts := bytes.Split(msg, []byte{0})
+	parts := bytes.SplitN(msg, []byte{0}, 4)
 	if len(parts) != 3 {
-		return "", "", "", failf(MechanismPlain, "invalid SASL/PLAIN response: expected 3 tokens, got %d", len(parts))
+		m := fmt.Sprintf("Invalid SASL/PLAIN response: expected 3 tokens, got %d", len(parts))
+		return "", "", "", failMessage(MechanismPlain, m, errors.New(m))
 	}
 	if len(parts[1]) == 0 {
-		return "", "", "", failf(MechanismPlain, "authentication failed: username not specified")
+		return "", "", "", failMessage(MechanismPlain, "Authentication failed: username not specified", errors.New("empty username"))
 	}
 	if len(parts[2]) == 0 {
-		return "", "", "", failf(MechanismPlain, "authentication failed: password not specified for user %q", parts[1])
+		return "", "", "", failMessage(MechanismPlain, "Authentication failed: password not specified", fmt.Errorf("empty password for user %q", parts[1]))
 	}
 	return string(parts[0]), string(parts[1]), string(parts[2]), nil
 }

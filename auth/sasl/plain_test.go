@@ -25,13 +25,13 @@ func TestPlainServer(t *testing.T) {
 		{"password of another user", "\x00alice\x00admin-secret", "", "Authentication failed: Invalid username or password"},
 		{"authzid of another user", "admin\x00alice\x00alice-secret", "", "Authentication failed: Client requested an authorization id that is different from username"},
 		{"wrong password and other authzid", "admin\x00alice\x00nope", "", "Authentication failed: Invalid username or password"},
-		{"empty user", "\x00\x00alice-secret", "", genericPlain},
-		{"empty password", "\x00alice\x00", "", genericPlain},
-		{"one NUL", "alice\x00alice-secret", "", genericPlain},
-		{"no NUL", "alice", "", genericPlain},
-		{"three NULs", "\x00alice\x00alice-secret\x00", "", genericPlain},
-		{"empty", "", "", genericPlain},
-		{"not UTF-8", "\x00al\xffice\x00alice-secret", "", genericPlain},
+		{"empty user", "\x00\x00alice-secret", "", "Authentication failed: username not specified"},
+		{"empty password", "\x00alice\x00", "", "Authentication failed: password not specified"},
+		{"one NUL", "alice\x00alice-secret", "", "Invalid SASL/PLAIN response: expected 3 tokens, got 2"},
+		{"no NUL", "alice", "", "Invalid SASL/PLAIN response: expected 3 tokens, got 1"},
+		{"three NULs", "\x00alice\x00alice-secret\x00", "", "Invalid SASL/PLAIN response: expected 3 tokens, got 4"},
+		{"empty", "", "", "Invalid SASL/PLAIN response: expected 3 tokens, got 1"},
+		{"not UTF-8", "\x00al\xffice\x00alice-secret", "", "Authentication failed: Invalid username or password"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := NewPlainServer(users)
