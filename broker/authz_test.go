@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"ringbroker/internal/testutil"
 )
 
 // authzJAAS gives the SASL listener three PLAIN users: admin (a super user in authzBroker),
@@ -574,6 +576,230 @@ func TestAuthzAdminAPIs(t *testing.T) {
 		// The super user may: the same cluster API answers.
 		if resp := brokerRequest(t, ctx, admin, b, kmsg.NewPtrDescribeLogDirsRequest()).(*kmsg.DescribeLogDirsResponse); resp.ErrorCode != 0 || len(resp.Dirs) == 0 {
 			t.Fatalf("the super user's DescribeLogDirs: %+v", resp)
+		}
+	})
+}
+
+// TestAuthzGroupAPIs: the group APIs check as Kafka's: OffsetCommit and OffsetFetch READ and
+// DESCRIBE each topic apart from the group, ListGroups lists only the groups the principal may
+// describe (all with DESCRIBE on the cluster), DescribeGroups, DeleteGroups and OffsetDelete
+// refuse each group without its operation, and ConsumerGroupHeartbeat needs DESCRIBE on the
+// topics it subscribes to.
+func TestAuthzGroupAPIs(t *testing.T) {
+	forBackends(t, func(t *testing.T, io string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		b := authzBroker(t, io)
+		admin := userClient(t, b, "admin", kgo.RequestRetries(10))
+		adm := kadm.NewClient(admin)
+		if _, err := adm.CreateTopics(ctx, 1, 1, nil, "g-a", "g-b"); err != nil {
+			t.Fatal(err)
+		}
+		testutil.WaitFor(t, 20*time.Second, func() error {
+			var os kadm.Offsets
+			os.Add(kadm.Offset{Topic: "g-a", Partition: 0, At: 1, LeaderEpoch: -1})
+			resp, err := adm.CommitOffsets(ctx, "other", os)
+			if err == nil {
+				err = resp.Error()
+			}
+			return err
+		})
+		createACLs(t, ctx, admin,
+			allowACL(kmsg.ACLResourceTypeGroup, "grp", "alice", kmsg.ACLOperationRead),
+			allowACL(kmsg.ACLResourceTypeGroup, "cgh", "alice", kmsg.ACLOperationRead),
+			allowACL(kmsg.ACLResourceTypeTopic, "g-a", "alice", kmsg.ACLOperationRead))
+		alice := userClient(t, b, "alice")
+
+		commit := kmsg.NewPtrOffsetCommitRequest()
+		commit.Group, commit.Generation = "grp", -1
+		for _, topic := range []string{"g-a", "g-b"} {
+			commit.Topics = append(commit.Topics, kmsg.OffsetCommitRequestTopic{Topic: topic, TopicID: topicID(t, b, topic),
+				Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 5, LeaderEpoch: -1}}})
+		}
+		cResp := brokerRequest(t, ctx, alice, b, commit).(*kmsg.OffsetCommitResponse)
+		codes := map[[16]byte]int16{}
+		for _, st := range cResp.Topics {
+			codes[st.TopicID] = st.Partitions[0].ErrorCode
+		}
+		wantCode(t, "OffsetCommit of g-a with READ", codes[topicID(t, b, "g-a")], nil)
+		wantCode(t, "OffsetCommit of g-b without READ", codes[topicID(t, b, "g-b")], kerr.TopicAuthorizationFailed)
+
+		fetched, err := kadm.NewClient(alice).FetchOffsets(ctx, "grp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := fetched.Lookup("g-a", 0); !ok || len(fetched) != 1 {
+			t.Fatalf("alice's all-topics OffsetFetch: %+v; want g-a alone", fetched)
+		}
+		of := kmsg.NewPtrOffsetFetchRequest()
+		rg := kmsg.NewOffsetFetchRequestGroup()
+		rg.Group = "grp"
+		for _, topic := range []string{"g-a", "g-b"} {
+			rg.Topics = append(rg.Topics, kmsg.OffsetFetchRequestGroupTopic{Topic: topic, TopicID: topicID(t, b, topic), Partitions: []int32{0}})
+		}
+		other := kmsg.NewOffsetFetchRequestGroup()
+		other.Group = "other"
+		of.Groups = []kmsg.OffsetFetchRequestGroup{rg, other}
+		ofResp := brokerRequest(t, ctx, alice, b, of).(*kmsg.OffsetFetchResponse)
+		if len(ofResp.Groups) != 2 || ofResp.Groups[1].ErrorCode != kerr.GroupAuthorizationFailed.Code || ofResp.Groups[0].ErrorCode != 0 {
+			t.Fatalf("OffsetFetch of grp and other: %+v", ofResp.Groups)
+		}
+		for _, st := range ofResp.Groups[0].Topics {
+			want := int16(0)
+			if st.TopicID == topicID(t, b, "g-b") {
+				want = kerr.TopicAuthorizationFailed.Code
+			}
+			if p := st.Partitions[0]; p.ErrorCode != want || want == 0 && p.Offset != 5 {
+				t.Fatalf("OffsetFetch of grp, topic %x: %+v", st.TopicID, p)
+			}
+		}
+
+		list := func(cl *kgo.Client) []string {
+			resp := brokerRequest(t, ctx, cl, b, kmsg.NewPtrListGroupsRequest()).(*kmsg.ListGroupsResponse)
+			var out []string
+			for _, g := range resp.Groups {
+				out = append(out, g.Group)
+			}
+			slices.Sort(out)
+			return out
+		}
+		if got := list(alice); !slices.Equal(got, []string{"grp"}) {
+			t.Fatalf("alice's ListGroups: %v; want grp alone", got)
+		}
+		if got := list(admin); !slices.Equal(got, []string{"grp", "other"}) {
+			t.Fatalf("the super user's ListGroups: %v; want grp and other", got)
+		}
+
+		dg := kmsg.NewPtrDescribeGroupsRequest()
+		dg.Groups, dg.IncludeAuthorizedOperations = []string{"grp", "other"}, true
+		dgResp := brokerRequest(t, ctx, alice, b, dg).(*kmsg.DescribeGroupsResponse)
+		if len(dgResp.Groups) != 2 || dgResp.Groups[0].ErrorCode != 0 || dgResp.Groups[0].AuthorizedOperations != opsBits(kmsg.ACLOperationRead, kmsg.ACLOperationDescribe) ||
+			dgResp.Groups[1].Group != "other" || dgResp.Groups[1].ErrorCode != kerr.GroupAuthorizationFailed.Code {
+			t.Fatalf("DescribeGroups of grp and other: %+v", dgResp.Groups)
+		}
+
+		od := kmsg.NewPtrOffsetDeleteRequest()
+		od.Group = "other"
+		od.Topics = []kmsg.OffsetDeleteRequestTopic{{Topic: "g-a", Partitions: []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 0}}}}
+		wantCode(t, "OffsetDelete without DELETE on the group", brokerRequest(t, ctx, alice, b, od).(*kmsg.OffsetDeleteResponse).ErrorCode, kerr.GroupAuthorizationFailed)
+		createACLs(t, ctx, admin, allowACL(kmsg.ACLResourceTypeGroup, "grp", "alice", kmsg.ACLOperationDelete))
+		del := kmsg.NewPtrDeleteGroupsRequest()
+		del.Groups = []string{"grp", "other"}
+		delCodes := map[string]int16{}
+		for _, g := range brokerRequest(t, ctx, alice, b, del).(*kmsg.DeleteGroupsResponse).Groups {
+			delCodes[g.Group] = g.ErrorCode
+		}
+		wantCode(t, "DeleteGroups of grp with DELETE", delCodes["grp"], nil)
+		wantCode(t, "DeleteGroups of other without DELETE", delCodes["other"], kerr.GroupAuthorizationFailed)
+
+		hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		hb.Group, hb.MemberID, hb.RebalanceTimeoutMillis = "cgh", "m-1", 10000
+		hb.SubscribedTopicNames = []string{"g-a", "g-b"}
+		wantCode(t, "ConsumerGroupHeartbeat subscribing to a topic without DESCRIBE",
+			brokerRequest(t, ctx, alice, b, hb).(*kmsg.ConsumerGroupHeartbeatResponse).ErrorCode, kerr.TopicAuthorizationFailed)
+		hb.Group = "nope"
+		wantCode(t, "ConsumerGroupHeartbeat without READ on the group",
+			brokerRequest(t, ctx, alice, b, hb).(*kmsg.ConsumerGroupHeartbeatResponse).ErrorCode, kerr.GroupAuthorizationFailed)
+	})
+}
+
+// TestAuthzAllowEveryoneIfNoACL: with allow.everyone.if.no.acl.found a topic no ACL names is
+// open to every principal, while one with an ACL is closed to all others.
+func TestAuthzAllowEveryoneIfNoACL(t *testing.T) {
+	forBackends(t, func(t *testing.T, io string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		b := authzBroker(t, io, "allow.everyone.if.no.acl.found=true")
+		admin := userClient(t, b, "admin")
+		if _, err := kadm.NewClient(admin).CreateTopics(ctx, 1, 1, nil, "open", "closed"); err != nil {
+			t.Fatal(err)
+		}
+		createACLs(t, ctx, admin, allowACL(kmsg.ACLResourceTypeTopic, "closed", "alice", kmsg.ACLOperationAll))
+		bob := userClient(t, b, "bob", kgo.RequestRetries(3))
+		if err := bob.ProduceSync(ctx, &kgo.Record{Topic: "open", Value: []byte("x")}).FirstErr(); err != nil {
+			t.Fatalf("bob produces to a topic no ACL names: %v", err)
+		}
+		if code, n := fetchOnce(t, ctx, bob, b, "open", topicID(t, b, "open"), -1); code != 0 || n == 0 {
+			t.Fatalf("bob fetches from a topic no ACL names: error %v, %d bytes", kerr.ErrorForCode(code), n)
+		}
+		if err := bob.ProduceSync(ctx, &kgo.Record{Topic: "closed", Value: []byte("x")}).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+			t.Fatalf("bob produces to a topic with an ACL for alice alone: %v; want TOPIC_AUTHORIZATION_FAILED", err)
+		}
+		alice := userClient(t, b, "alice", kgo.RequestRetries(3))
+		if err := alice.ProduceSync(ctx, &kgo.Record{Topic: "closed", Value: []byte("x")}).FirstErr(); err != nil {
+			t.Fatalf("alice produces to the topic her ACL allows: %v", err)
+		}
+	})
+}
+
+// TestAuthzInterBrokerCluster runs a 3-node cluster with the authorizer and
+// super.users=User:ANONYMOUS, the principal of its PLAINTEXT inter-broker listener: followers
+// fetch (CLUSTER_ACTION) and catch up, and a transaction over partitions led by different
+// nodes commits, its markers written by WriteTxnMarkers and its partitions verified with
+// AddPartitionsToTxn between brokers.
+func TestAuthzInterBrokerCluster(t *testing.T) {
+	forBackends(t, func(t *testing.T, io string) {
+		bs := startInProcessCluster(t, 3, fastReplication, func(c *Config) {
+			c.IO = io
+			for _, o := range []string{"authorizer.class.name=" + standardAuthorizer, "super.users=User:ANONYMOUS"} {
+				if err := c.Override(o); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+		waitUnfenced(t, bs)
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		adm := newAdmin(t, clusterSeeds(bs))
+		if _, err := adm.CreateTopic(ctx, 3, 3, nil, "replicated"); err != nil {
+			t.Fatal(err)
+		}
+		producer, err := kgo.NewClient(clusterSeeds(bs), kgo.TransactionalID("cluster-txn"), kgo.RequestRetries(20),
+			kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer producer.Close()
+		const n = 30
+		testutil.WaitFor(t, 30*time.Second, func() error { return producer.BeginTransaction() })
+		for i := range n {
+			if err := producer.ProduceSync(ctx, &kgo.Record{Topic: "replicated", Value: fmt.Appendf(nil, "%d", i)}).FirstErr(); err != nil {
+				t.Fatalf("transactional produce %d: %v", i, err)
+			}
+		}
+		if err := producer.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Fatalf("commit: %v", err)
+		}
+		// Every replica of every partition holds what the leader has, markers included.
+		id := bs[0].meta.Image().Topics["replicated"].ID
+		testutil.WaitFor(t, 30*time.Second, func() error {
+			for idx := range int32(3) {
+				var ends []int64
+				for _, b := range bs {
+					p := b.parts.Load().lookupID(id, idx)
+					if p == nil {
+						return fmt.Errorf("node %d holds no replica of partition %d", b.cfg.NodeID, idx)
+					}
+					ends = append(ends, p.log.LogEndOffset())
+				}
+				if ends[0] == 0 || slices.Min(ends) != slices.Max(ends) {
+					return fmt.Errorf("partition %d: log ends %v", idx, ends)
+				}
+			}
+			return nil
+		})
+		consumer, err := kgo.NewClient(clusterSeeds(bs), kgo.ConsumeTopics("replicated"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer consumer.Close()
+		for got := 0; got < n; {
+			fs := consumer.PollFetches(ctx)
+			if err := fs.Err0(); err != nil {
+				t.Fatalf("read_committed consume after %d records: %v", got, err)
+			}
+			got += fs.NumRecords()
 		}
 	})
 }
