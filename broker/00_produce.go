@@ -11,7 +11,10 @@ package broker
 // with their original offsets). Transactional batches are accepted and tracked by the log (the
 // first begins the producer's transaction; a non-transactional batch during one is
 // INVALID_TXN_STATE); WriteTxnMarkers ends them. A request with transactional batches but no
-// transactional id fails every partition with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka's.
+// transactional id, or one the principal may not WRITE, fails every partition with
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka's; a topic the principal may not WRITE fails
+// its partitions with TOPIC_AUTHORIZATION_FAILED (after UNKNOWN_TOPIC_ID for an unknown id,
+// before every other check, as KafkaApis authorizes before it asks the replica manager).
 // A transactional batch that would begin its producer's transaction here is first verified with
 // the transaction coordinator (KIP-890, txnverify.go). acks=0 gets no response, and the connection is closed when any
 // partition failed, as Kafka does; acks=1 answers after the append, acks=-1 once the high watermark
@@ -35,6 +38,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringbroker/auth/acl"
 	"ringbroker/broker/meta"
 	"ringbroker/internal/recordbatch"
 	"ringbroker/internal/timingwheel"
@@ -64,10 +68,16 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 	im := b.meta.Image()
 	anyErr := false
 	validAcks := req.Acks == 0 || req.Acks == 1 || req.Acks == -1
-	// As Kafka's KafkaApis: transactional records need a transactional id, else every
-	// partition fails.
-	txnWithoutID := req.TransactionID == nil && hasTransactionalRecords(req)
-	unverified := b.verifyTxnPartitions(req, im, tbl)
+	z := rc.authorizer()
+	// As Kafka's KafkaApis: transactional records need a transactional id the principal may
+	// WRITE, else every partition fails; each topic needs WRITE.
+	txnRefused := (req.TransactionID == nil || z.on()) && hasTransactionalRecords(req) &&
+		(req.TransactionID == nil || !z.may(acl.OpWrite, acl.ResourceTransactionalID, *req.TransactionID))
+	writable := z.topicChecks(acl.OpWrite)
+	var unverified map[*kmsg.ProduceRequestTopicPartition]*kerr.Error
+	if !txnRefused {
+		unverified = b.verifyTxnPartitions(req, im, tbl, &writable)
+	}
 	now := time.Now()
 	leased := b.leaseHeld(now)
 	var waits []produceWait
@@ -87,8 +97,13 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 		} else {
 			topic = im.Topics[rt.Topic]
 		}
-		var limits produceLimits
+		name := rt.Topic
 		if topic != nil {
+			name = topic.Name
+		}
+		denied := (topic != nil || req.Version < 13) && !writable.may(name)
+		var limits produceLimits
+		if topic != nil && !denied {
 			limits = b.produceLimitsOf(topic)
 		}
 		for j := range rt.Partitions {
@@ -100,12 +115,14 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 			var code *kerr.Error
 			var msg string
 			switch {
-			case !validAcks:
-				code = kerr.InvalidRequiredAcks
-			case txnWithoutID:
+			case txnRefused:
 				code = kerr.TransactionalIDAuthorizationFailed
 			case topic == nil && req.Version >= 13:
 				code = kerr.UnknownTopicID
+			case denied:
+				code = kerr.TopicAuthorizationFailed
+			case !validAcks:
+				code = kerr.InvalidRequiredAcks
 			case topic == nil:
 				code = kerr.UnknownTopicOrPartition
 			default:

@@ -31,6 +31,9 @@ package broker
 // NOT_LEADER_OR_FOLLOWER, as Kafka answers an unknown follower. A follower fetch of a replica
 // listed in leader.replication.throttled.replicas is held to leader.replication.throttled.rate
 // while the follower is out of the ISR: over the rate, the partition returns no records.
+// Authorization, as Kafka's: a consumer's partitions of a topic it may not READ, and every
+// partition of a follower without CLUSTER_ACTION on the cluster, are TOPIC_AUTHORIZATION_FAILED
+// (after UNKNOWN_TOPIC_ID); they stay in a session like any partition with an error.
 
 import (
 	"errors"
@@ -43,6 +46,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringbroker/auth/acl"
 	"ringbroker/broker/meta"
 	"ringbroker/internal/mpsc"
 	"ringbroker/internal/timingwheel"
@@ -71,10 +75,20 @@ func handleFetch(b *Broker, rc *reqCtx, r kmsg.Request) {
 	if wait > maxFetchWait {
 		wait = maxFetchWait
 	}
-	if replica >= 0 && rc.cs.follower.Load() != replica+1 {
-		rc.cs.follower.Store(replica + 1)
-	}
 	f := &fetchOp{b: b, rc: rc, cs: rc.cs, req: req, replica: replica}
+	z := rc.authorizer()
+	if replica >= 0 {
+		// As Kafka: a follower needs CLUSTER_ACTION on the cluster, else every partition is
+		// TOPIC_AUTHORIZATION_FAILED; only an authorized one is taken for that broker (whose
+		// disconnection hints at its death, liveness.go).
+		f.followerDenied = !z.mayCluster(acl.OpClusterAction)
+		if !f.followerDenied && rc.cs.follower.Load() != replica+1 {
+			rc.cs.follower.Store(replica + 1)
+		}
+	} else {
+		// A consumer needs READ on each topic.
+		f.readable = z.topicChecks(acl.OpRead)
+	}
 	if req.Version >= 7 {
 		if code := f.openSession(time.Now().UnixMilli()); code != nil {
 			// As Kafka: a session error answers with no partitions and no session.
@@ -147,6 +161,10 @@ type fetchOp struct {
 	session      *fetchSession
 	sessionEpoch int32
 	newSession   bool
+	// followerDenied is set for a follower without CLUSTER_ACTION; readable decides a
+	// consumer's READ on each topic, once per topic for all the fetch's attempts (guarded by mu).
+	followerDenied bool
+	readable       topicNames
 
 	// queued is set while the fetch waits on a worker's queue, so a burst of appends costs one
 	// retry, not one per append, and the task is never queued twice.
@@ -375,7 +393,7 @@ func (f *fetchOp) readRequest(a *fetchAttempt, w *wire.FetchWriter) {
 		w.AddTopic(rt.Topic, rt.TopicID)
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
-			fp, data := a.read(topic, rp.Partition, requestPartitionFetch(rp))
+			fp, data := a.read(topic, rt.Topic, rp.Partition, requestPartitionFetch(rp))
 			if f.newSession {
 				a.full = append(a.full, sentPartition{hw: fp.HighWatermark, logStart: fp.LogStartOffset, err: fp.ErrorCode != 0})
 			}
@@ -400,7 +418,7 @@ func (f *fetchOp) readSession(a *fetchAttempt, w *wire.FetchWriter) {
 			run, added = cp.key, false
 			topic = sessionTopic(a.im, cp.key, s.topicIDs)
 		}
-		fp, data := a.read(topic, cp.key.partition, cp.pf)
+		fp, data := a.read(topic, cp.key.topic, cp.key.partition, cp.pf)
 		sp := sentPartition{at: i, hw: fp.HighWatermark, logStart: fp.LogStartOffset, err: fp.ErrorCode != 0, records: len(data) > 0}
 		if !cp.mustSend(sp.hw, sp.logStart, sp.err, sp.records, fp.DivergingEpoch != nil) {
 			continue
@@ -463,19 +481,26 @@ func recordsOf(data []byte) [][]byte {
 	return [][]byte{data}
 }
 
-// read reads one partition of topic (nil: unknown) as pf asks, within what is left of max
-// bytes, and returns its part of the response and its records (nil for none). A partition
-// that can be read is added to touched, so the fetch parks on it.
-func (a *fetchAttempt) read(topic *meta.Topic, index int32, pf partitionFetch) (wire.FetchPartition, []byte) {
+// read reads one partition of topic (nil: unknown; name is the name the fetcher gave, for
+// topics it names by name) as pf asks, within what is left of max bytes, and returns its part
+// of the response and its records (nil for none). A partition that can be read is added to
+// touched, so the fetch parks on it.
+func (a *fetchAttempt) read(topic *meta.Topic, name string, index int32, pf partitionFetch) (wire.FetchPartition, []byte) {
 	f, b, req := a.f, a.f.b, a.f.req
 	fp := wire.NewFetchPartition(index)
 	if req.IsolationLevel == 1 {
 		fp.AbortedTxns = []wire.FetchAbortedTxn{}
 	}
+	if topic != nil {
+		name = topic.Name
+	}
 	var p *partition
 	switch {
 	case topic == nil && req.Version >= 13:
 		fp.ErrorCode = kerr.UnknownTopicID.Code
+	case f.followerDenied || f.replica < 0 && !f.readable.may(name):
+		// As Kafka's KafkaApis, after an unknown topic id and before anything else.
+		fp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 	case topic == nil:
 		fp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 	default:

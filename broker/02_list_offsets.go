@@ -6,7 +6,8 @@ package broker
 // last stable offset for isolation read_committed), -4 the earliest local
 // offset (the log start: there is no tiered storage); a timestamp >= 0 finds the first batch whose
 // max timestamp is at or after it, through the time index. Partitions are checked against the
-// client's current leader epoch.
+// client's current leader epoch. A topic the principal may not DESCRIBE answers
+// TOPIC_AUTHORIZATION_FAILED for each of its partitions, as Kafka's.
 //
 // Version notes: v7 adds -3 (max timestamp), the last offset of the batch with the largest
 // timestamp; -5 and -6 (tiered-storage offsets, v9 and v11) answer -1 as Kafka does without
@@ -16,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringbroker/auth/acl"
 	"ringbroker/broker/meta"
 )
 
@@ -26,11 +28,13 @@ func handleListOffsets(b *Broker, rc *reqCtx, r kmsg.Request) {
 	resp := kmsg.NewPtrListOffsetsResponse()
 	tbl := b.parts.Load()
 	im := b.meta.Image()
+	describable := rc.authorizer().topicChecks(acl.OpDescribe)
 	for i := range req.Topics {
 		rt := &req.Topics[i]
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
 		topic := im.Topics[rt.Topic]
+		denied := !describable.may(rt.Topic)
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
@@ -42,6 +46,8 @@ func handleListOffsets(b *Broker, rc *reqCtx, r kmsg.Request) {
 				p = tbl.leaderID(topic.ID, rp.Partition)
 			}
 			switch {
+			case denied:
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case p == nil:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case checkLeaderEpoch(topic, rp.Partition, rp.CurrentLeaderEpoch) != nil:

@@ -7,6 +7,11 @@ package broker
 // auto.create.topics.enable is set, with num.partitions and default.replication.factor; the
 // creation commits to the metadata log before the answer, so the answer already carries the new
 // partitions. Runs off the ring goroutine because auto-creation fsyncs the metadata log.
+// Authorization, as Kafka's: topics the principal may not DESCRIBE are left out of an
+// all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named (without their id, or
+// by id without their name); auto-creation needs CREATE on the cluster or on the topic
+// (TOPIC_AUTHORIZATION_FAILED otherwise). The authorized operations asked for (topics v8+,
+// cluster v8-10) are computed from the ACLs; without an authorizer every operation.
 //
 // Version notes: before v1 an empty topic list also means all topics; v4 adds the request's
 // allow-auto-creation flag (earlier versions always allow it); v10 names topics by id too.
@@ -15,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringbroker/auth/acl"
 	"ringbroker/broker/meta"
 )
 
@@ -24,17 +30,40 @@ func handleMetadata(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.MetadataRequest)
 	resp := kmsg.NewPtrMetadataResponse()
 	im := b.meta.Image()
+	z := rc.authorizer()
+	describable := z.topicChecks(acl.OpDescribe)
 
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
+	// createDenied are the unknown topics the request would auto-create but the principal may
+	// not: CREATE on the cluster or on the topic is needed, as Kafka's.
+	var createDenied map[string]bool
 	if !all {
 		allowAuto := req.Version < 4 || req.AllowAutoTopicCreation
 		var toCreate []topicSpec
+		clusterCreate := -1 // unknown, asked once when needed
 		for _, t := range req.Topics {
 			if t.Topic == nil {
 				continue
 			}
-			if _, ok := im.Topics[*t.Topic]; !ok && allowAuto && b.cfg.AutoCreateTopics && validateTopicName(*t.Topic) == "" {
-				toCreate = append(toCreate, topicSpec{name: *t.Topic, partitions: -1, rf: -1})
+			name := *t.Topic
+			if _, ok := im.Topics[name]; ok || !allowAuto || !b.cfg.AutoCreateTopics || !describable.may(name) {
+				continue
+			}
+			if clusterCreate < 0 {
+				clusterCreate = 0
+				if z.mayCluster(acl.OpCreate) {
+					clusterCreate = 1
+				}
+			}
+			if clusterCreate == 0 && !z.may(acl.OpCreate, acl.ResourceTopic, name) {
+				if createDenied == nil {
+					createDenied = make(map[string]bool)
+				}
+				createDenied[name] = true
+				continue
+			}
+			if validateTopicName(name) == "" {
+				toCreate = append(toCreate, topicSpec{name: name, partitions: -1, rf: -1})
 			}
 		}
 		if len(toCreate) > 0 {
@@ -50,37 +79,76 @@ func handleMetadata(b *Broker, rc *reqCtx, r kmsg.Request) {
 	resp.ClusterID = kmsg.StringPtr(im.ClusterID)
 	resp.ControllerID = b.controllerIDFor(im)
 	resp.Brokers = b.metadataBrokers(im, rc.cs.listenerName())
+	if req.Version >= 8 && req.Version <= 10 && req.IncludeClusterAuthorizedOperations {
+		resp.AuthorizedOperations = 0
+		if z.mayCluster(acl.OpDescribe) {
+			resp.AuthorizedOperations = z.operations(acl.ResourceCluster, acl.ClusterName)
+		}
+	}
+	// withOps sets a described topic's authorized operations when the request asks for them.
+	withOps := func(mt kmsg.MetadataResponseTopic, name string) kmsg.MetadataResponseTopic {
+		if req.Version >= 8 && req.IncludeTopicAuthorizedOperations {
+			mt.AuthorizedOperations = z.operations(acl.ResourceTopic, name)
+		}
+		return mt
+	}
 	if all {
+		// Topics the principal may not DESCRIBE are left out, as if they did not exist.
 		for _, name := range im.SortedTopicNames() {
-			resp.Topics = append(resp.Topics, metadataTopic(im.Topics[name], req.IncludeTopicAuthorizedOperations))
+			if describable.may(name) {
+				resp.Topics = append(resp.Topics, withOps(metadataTopic(im.Topics[name]), name))
+			}
 		}
 	} else {
 		for _, t := range req.Topics {
-			var topic *meta.Topic
-			if t.Topic != nil {
-				topic = im.Topics[*t.Topic]
-			} else {
-				topic = im.TopicsByID[meta.UUID(t.TopicID)]
-			}
-			if topic == nil {
-				mt := kmsg.NewMetadataResponseTopic()
-				mt.Topic = t.Topic
-				mt.TopicID = t.TopicID
-				switch {
-				case t.Topic == nil:
-					mt.ErrorCode = kerr.UnknownTopicID.Code
-				case validateTopicName(*t.Topic) != "":
-					mt.ErrorCode = kerr.InvalidTopicException.Code
-				default:
-					mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
-				}
-				resp.Topics = append(resp.Topics, mt)
-				continue
-			}
-			resp.Topics = append(resp.Topics, metadataTopic(topic, req.IncludeTopicAuthorizedOperations))
+			resp.Topics = append(resp.Topics, requestedTopic(im, t, &describable, createDenied, withOps))
 		}
 	}
 	rc.respond(resp)
+}
+
+// requestedTopic answers one topic a Metadata request names, as Kafka's
+// handleTopicMetadataRequest: an unknown id is UNKNOWN_TOPIC_ID; a topic the principal may not
+// DESCRIBE is TOPIC_AUTHORIZATION_FAILED without its id (named by id: without its name), so its
+// existence is not disclosed; one it would have auto-created but may not CREATE is
+// TOPIC_AUTHORIZATION_FAILED too; an unknown name is INVALID_TOPIC_EXCEPTION or
+// UNKNOWN_TOPIC_OR_PARTITION.
+func requestedTopic(im *meta.Image, t kmsg.MetadataRequestTopic, describable *topicNames, createDenied map[string]bool,
+	withOps func(kmsg.MetadataResponseTopic, string) kmsg.MetadataResponseTopic) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	if t.Topic == nil {
+		topic := im.TopicsByID[meta.UUID(t.TopicID)]
+		switch {
+		case topic == nil:
+			mt.TopicID, mt.ErrorCode = t.TopicID, kerr.UnknownTopicID.Code
+			return mt
+		case !describable.may(topic.Name):
+			// Topic ids are not sensitive, as Kafka says: the id stays, the name does not.
+			mt.TopicID, mt.ErrorCode = t.TopicID, kerr.TopicAuthorizationFailed.Code
+			return mt
+		}
+		return withOps(metadataTopic(topic), topic.Name)
+	}
+	name := *t.Topic
+	mt.Topic = t.Topic
+	switch {
+	case !describable.may(name):
+		mt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+		return mt
+	case createDenied[name]:
+		mt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+		mt.IsInternal = isInternalTopic(name)
+		return mt
+	}
+	topic := im.Topics[name]
+	if topic == nil {
+		mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		if validateTopicName(name) != "" {
+			mt.ErrorCode = kerr.InvalidTopicException.Code
+		}
+		return withOps(mt, name)
+	}
+	return withOps(metadataTopic(topic), name)
 }
 
 // metadataBrokers lists the registered brokers at their endpoints of listener (a broker
@@ -119,19 +187,12 @@ func (b *Broker) metadataBrokers(im *meta.Image, listener string) []kmsg.Metadat
 	return out
 }
 
-// topicAllOperations is the authorized-operations bit set for a topic with every operation
-// allowed (no authorizer): READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS,
-// ALTER_CONFIGS.
-const topicAllOperations = 1<<3 | 1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<8 | 1<<10 | 1<<11
-
-func metadataTopic(t *meta.Topic, includeOps bool) kmsg.MetadataResponseTopic {
+// metadataTopic is the Metadata answer for topic t.
+func metadataTopic(t *meta.Topic) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	mt.Topic = kmsg.StringPtr(t.Name)
 	mt.TopicID = t.ID
 	mt.IsInternal = isInternalTopic(t.Name)
-	if includeOps {
-		mt.AuthorizedOperations = topicAllOperations
-	}
 	for _, p := range t.Partitions {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p.Index

@@ -8,7 +8,9 @@ package broker
 // does. Transaction keys (type 1) are coordinated by the leader of the transactional id's
 // __transaction_state partition, found the same way and created on first use too. Share keys
 // (type 2) need a share coordinator, which is not built: INVALID_REQUEST with a message saying
-// so, which clients report instead of retrying for ever.
+// so, which clients report instead of retrying for ever. A key the principal may not DESCRIBE
+// (the group, or the transactional id) is GROUP_AUTHORIZATION_FAILED or
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, checked before anything else, as Kafka's.
 //
 // Version notes: v4+ batches keys.
 
@@ -18,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringbroker/auth/acl"
 	"ringbroker/broker/meta"
 	"ringbroker/coord"
 )
@@ -27,15 +30,24 @@ var findCoordinatorAPI = &api{key: kmsg.FindCoordinator, minVersion: 0, maxVersi
 func handleFindCoordinator(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.FindCoordinatorRequest)
 	resp := kmsg.NewPtrFindCoordinatorResponse()
+	keys := req.CoordinatorKeys
+	if req.Version < 4 {
+		keys = []string{req.CoordinatorKey}
+	}
+	// As Kafka's getCoordinator: DESCRIBE on the group or transactional id comes first, and a
+	// key that fails it creates no internal topic.
+	refused := coordinatorRefusals(rc.authorizer(), req.CoordinatorType, keys)
 	var code *kerr.Error
 	var msg string
-	switch req.CoordinatorType {
-	case 0:
+	switch {
+	case len(refused) == len(keys) && len(keys) > 0:
+		// Nothing to look up.
+	case req.CoordinatorType == 0:
 		if err := b.ensureOffsetsTopic(); err != nil {
 			b.logger.Error("offsets topic", "err", err)
 			code, msg = kerr.CoordinatorNotAvailable, err.Error()
 		}
-	case 1:
+	case req.CoordinatorType == 1:
 		if err := b.ensureTxnStateTopic(); err != nil {
 			b.logger.Error("transaction state topic", "err", err)
 			code, msg = kerr.CoordinatorNotAvailable, err.Error()
@@ -44,8 +56,16 @@ func handleFindCoordinator(b *Broker, rc *reqCtx, r kmsg.Request) {
 		code, msg = kerr.InvalidRequest, "ringbroker coordinates consumer groups and transactions, not share groups"
 	}
 	im := b.meta.Image()
-	fill := func(c *kmsg.FindCoordinatorResponseCoordinator, key string) {
+	fill := func(c *kmsg.FindCoordinatorResponseCoordinator, i int, key string) {
 		c.NodeID, c.Host, c.Port = -1, "", -1
+		if deny := refused[i]; deny != nil {
+			// Kafka's batched answer carries no message; the single one its Errors default.
+			c.ErrorCode = deny.Code
+			if req.Version < 4 {
+				c.ErrorMessage = kmsg.StringPtr(authzMessage(deny))
+			}
+			return
+		}
 		ecode, emsg := code, msg
 		if ecode == nil && req.CoordinatorType == 1 {
 			if br, ok := txnCoordinatorFor(b, key, rc.cs.listenerName()); ok {
@@ -66,18 +86,42 @@ func handleFindCoordinator(b *Broker, rc *reqCtx, r kmsg.Request) {
 		c.ErrorMessage = kmsg.StringPtr(emsg)
 	}
 	if req.Version >= 4 {
-		for _, k := range req.CoordinatorKeys {
+		for i, k := range keys {
 			c := kmsg.NewFindCoordinatorResponseCoordinator()
 			c.Key = k
-			fill(&c, k)
+			fill(&c, i, k)
 			resp.Coordinators = append(resp.Coordinators, c)
 		}
 	} else {
 		var c kmsg.FindCoordinatorResponseCoordinator
-		fill(&c, req.CoordinatorKey)
+		fill(&c, 0, req.CoordinatorKey)
 		resp.NodeID, resp.Host, resp.Port, resp.ErrorCode, resp.ErrorMessage = c.NodeID, c.Host, c.Port, c.ErrorCode, c.ErrorMessage
 	}
 	rc.respond(resp)
+}
+
+// coordinatorRefusals maps the index of each key the principal may not DESCRIBE to its error:
+// GROUP_AUTHORIZATION_FAILED for a group, TRANSACTIONAL_ID_AUTHORIZATION_FAILED for a
+// transactional id.
+func coordinatorRefusals(z requestAuthz, keyType int8, keys []string) map[int]*kerr.Error {
+	rt, code := acl.ResourceGroup, kerr.GroupAuthorizationFailed
+	switch keyType {
+	case 0:
+	case 1:
+		rt, code = acl.ResourceTransactionalID, kerr.TransactionalIDAuthorizationFailed
+	default:
+		return nil
+	}
+	var out map[int]*kerr.Error
+	for i, k := range keys {
+		if !z.may(acl.OpDescribe, rt, k) {
+			if out == nil {
+				out = make(map[int]*kerr.Error)
+			}
+			out[i] = code
+		}
+	}
+	return out
 }
 
 // groupCoordinatorFor is the broker that leads the __consumer_offsets partition of group: on a

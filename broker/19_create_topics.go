@@ -6,7 +6,11 @@ package broker
 // factor against the registered brokers, manual assignments, configs) and commits it to the
 // metadata log; results are per topic, with Kafka's error codes and messages. validate_only checks
 // without committing. Replicas are placed over the unfenced brokers as Kafka's rack-unaware
-// assignment does; a manual assignment's ISR is its live replicas.
+// assignment does; a manual assignment's ISR is its live replicas. Authorization, as Kafka's
+// ControllerApis: CREATE on the cluster or on the topic (TOPIC_AUTHORIZATION_FAILED,
+// "Authorization failed." otherwise); a created topic's partition count, replication factor and
+// configs are returned only with DESCRIBE_CONFIGS on it (else its config error code is
+// TOPIC_AUTHORIZATION_FAILED).
 //
 // Version notes: from v5 the response carries the partition count, replication factor and
 // configs, and from v7 the topic id.
@@ -14,6 +18,8 @@ package broker
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/auth/acl"
 )
 
 var createTopicsAPI = &api{key: kmsg.CreateTopics, minVersion: 2, maxVersion: 7, keepsRequest: true, handle: handleCreateTopics}
@@ -41,9 +47,17 @@ func handleCreateTopics(b *Broker, rc *reqCtx, r kmsg.Request) {
 	var todo []topicSpec
 	var idx []int
 	results = make([]topicResult, len(specs))
+	// As Kafka's ControllerApis: CREATE on the cluster, or else on each topic; the configs of a
+	// created topic are returned only with DESCRIBE_CONFIGS on it.
+	z := rc.authorizer()
+	clusterCreate := z.mayCluster(acl.OpCreate)
 	for i, s := range specs {
 		if dup[s.name] > 1 {
 			results[i] = topicResult{err: kerr.InvalidRequest, message: "Create topics request from client contains a duplicate topic: " + s.name}
+			continue
+		}
+		if !clusterCreate && !z.may(acl.OpCreate, acl.ResourceTopic, s.name) {
+			results[i] = topicResult{err: kerr.TopicAuthorizationFailed, message: "Authorization failed."}
 			continue
 		}
 		todo = append(todo, s)
@@ -64,6 +78,11 @@ func handleCreateTopics(b *Broker, rc *reqCtx, r kmsg.Request) {
 		}
 		t := res.topic
 		rt.TopicID = t.ID
+		if !z.may(acl.OpDescribeConfigs, acl.ResourceTopic, s.name) {
+			rt.ConfigErrorCode = kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, rt)
+			continue
+		}
 		rt.NumPartitions = int32(len(t.Partitions))
 		rt.ReplicationFactor = int16(len(t.Partitions[0].Replicas))
 		for _, d := range topicConfigDefs {

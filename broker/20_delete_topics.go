@@ -5,7 +5,9 @@ package broker
 // Behavior: deletes topics: one RemoveTopic record each in the metadata log, after which the
 // partitions' logs are closed and their directories removed (a directory left by a crash in
 // between is removed when a topic of the same name is created again). Internal topics cannot be
-// deleted.
+// deleted. Authorization, as Kafka's ControllerApis: DELETE on the cluster, or else on each
+// topic (TOPIC_AUTHORIZATION_FAILED), a topic the principal may not DESCRIBE being refused
+// before its existence is disclosed.
 //
 // Version notes: v6 names topics by name or by id.
 
@@ -13,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringbroker/auth/acl"
 	"ringbroker/broker/meta"
 )
 
@@ -35,6 +38,13 @@ func handleDeleteTopics(b *Broker, rc *reqCtx, r kmsg.Request) {
 			targets = append(targets, target{name: kmsg.StringPtr(n)})
 		}
 	}
+	// As Kafka's ControllerApis: DELETE on the cluster allows every topic; otherwise a topic
+	// needs DELETE, and one the principal may not even DESCRIBE is refused before its
+	// existence is looked at (named by id, its name is then left out).
+	z := rc.authorizer()
+	clusterDelete := z.mayCluster(acl.OpDelete)
+	describable := func(name string) bool { return clusterDelete || z.may(acl.OpDescribe, acl.ResourceTopic, name) }
+	deletable := func(name string) bool { return clusterDelete || z.may(acl.OpDelete, acl.ResourceTopic, name) }
 	b.controllerMu.Lock()
 	changed := false
 	for _, tg := range targets {
@@ -53,6 +63,13 @@ func handleDeleteTopics(b *Broker, rc *reqCtx, r kmsg.Request) {
 			rt.ErrorCode = kerr.TopicDeletionDisabled.Code
 		case topic == nil && tg.name == nil:
 			rt.ErrorCode = kerr.UnknownTopicID.Code
+		case tg.name == nil && !deletable(topic.Name):
+			rt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			if describable(topic.Name) {
+				rt.Topic = kmsg.StringPtr(topic.Name)
+			}
+		case tg.name != nil && (!describable(*tg.name) || topic != nil && !deletable(*tg.name)):
+			rt.ErrorCode = kerr.TopicAuthorizationFailed.Code
 		case topic == nil:
 			rt.ErrorCode = kerr.UnknownTopicOrPartition.Code
 		case isInternalTopic(topic.Name):

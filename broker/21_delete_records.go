@@ -9,7 +9,8 @@ package broker
 // whose cleanup.policy lacks delete is POLICY_VIOLATION, an offset at or below the current start
 // changes nothing and reports the current low watermark. With one replica there is no follower to
 // wait for, so the timeout is not used. The log start offsets are checkpointed before the
-// response, so a restart keeps them.
+// response, so a restart keeps them. A topic the principal may not DELETE answers
+// TOPIC_AUTHORIZATION_FAILED for each of its partitions, as Kafka's.
 //
 // Version notes: v2 is flexible.
 
@@ -19,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringbroker/auth/acl"
 	rlog "ringbroker/log"
 )
 
@@ -34,11 +36,13 @@ func handleDeleteRecords(b *Broker, rc *reqCtx, r kmsg.Request) {
 	tbl := b.parts.Load()
 	im := b.meta.Image()
 	moved := false
+	deletable := rc.authorizer().topicChecks(acl.OpDelete)
 	for i := range req.Topics {
 		rt := &req.Topics[i]
 		st := kmsg.NewDeleteRecordsResponseTopic()
 		st.Topic = rt.Topic
 		topic := im.Topics[rt.Topic]
+		denied := !deletable.may(rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition
@@ -48,6 +52,8 @@ func handleDeleteRecords(b *Broker, rc *reqCtx, r kmsg.Request) {
 				p = tbl.leaderID(topic.ID, rp.Partition)
 			}
 			switch {
+			case denied:
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case topic == nil || rp.Partition < 0 || int(rp.Partition) >= len(topic.Partitions):
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case p == nil:

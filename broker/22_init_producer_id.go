@@ -5,7 +5,9 @@ package broker
 // Behavior: for idempotent producers (no transactional id) hands out a new producer id with epoch
 // 0, as Kafka does. Ids come from blocks of producerIDBlockSize reserved in the metadata log, so
 // ids never repeat across restarts. Requests with a transactional id go to the transaction
-// coordinator (coord/txn/22_init_producer_id.go).
+// coordinator (coord/txn/22_init_producer_id.go). Authorization, as Kafka's: WRITE on the
+// transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent producer needs
+// IDEMPOTENT_WRITE on the cluster or WRITE on some topic (CLUSTER_AUTHORIZATION_FAILED).
 //
 // Version notes: v3 adds the existing producer id and epoch (KIP-360); without a transactional id
 // a new id is handed out then too, and the old id's state is simply never used again.
@@ -19,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringbroker/auth/acl"
 	"ringbroker/broker/meta"
 )
 
@@ -85,8 +88,19 @@ func handleInitProducerID(b *Broker, rc *reqCtx, r kmsg.Request) {
 	resp := kmsg.NewPtrInitProducerIDResponse()
 	resp.ProducerID = -1
 	resp.ProducerEpoch = -1
+	z := rc.authorizer()
 	if req.TransactionalID != nil {
+		if !z.may(acl.OpWrite, acl.ResourceTransactionalID, *req.TransactionalID) {
+			resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+			rc.respond(resp)
+			return
+		}
 		handleTxnRequest(b, rc, req)
+		return
+	}
+	if !z.mayCluster(acl.OpIdempotentWrite) && !z.mayAny(acl.OpWrite, acl.ResourceTopic) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		rc.respond(resp)
 		return
 	}
 	id, err := b.producerIDs.allocate()

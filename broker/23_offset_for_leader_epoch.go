@@ -5,6 +5,8 @@ package broker
 // Behavior: returns, for a requested leader epoch, the largest epoch not above it and the end
 // offset of that epoch from the log's leader-epoch cache; the Java consumer sends it to validate
 // its position after a leader change. The client's current leader epoch is checked first.
+// As Kafka's: a principal with CLUSTER_ACTION on the cluster may ask of any topic, any other
+// needs DESCRIBE on the topic (TOPIC_AUTHORIZATION_FAILED for its partitions otherwise).
 //
 // Version notes: v3 adds the replica id; follower requests (replica id >= 0) have no followers to
 // serve yet and are refused.
@@ -12,6 +14,8 @@ package broker
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/auth/acl"
 )
 
 var offsetForLeaderEpochAPI = &api{key: kmsg.OffsetForLeaderEpoch, minVersion: 2, maxVersion: 4, handle: handleOffsetForLeaderEpoch}
@@ -21,11 +25,16 @@ func handleOffsetForLeaderEpoch(b *Broker, rc *reqCtx, r kmsg.Request) {
 	resp := kmsg.NewPtrOffsetForLeaderEpochResponse()
 	tbl := b.parts.Load()
 	im := b.meta.Image()
+	// KIP-320: CLUSTER_ACTION (a follower), or DESCRIBE on the topic (a consumer).
+	z := rc.authorizer()
+	clusterAction := z.mayCluster(acl.OpClusterAction)
+	describable := z.topicChecks(acl.OpDescribe)
 	for i := range req.Topics {
 		rt := &req.Topics[i]
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic
 		topic := im.Topics[rt.Topic]
+		denied := !clusterAction && !describable.may(rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition
@@ -36,6 +45,8 @@ func handleOffsetForLeaderEpoch(b *Broker, rc *reqCtx, r kmsg.Request) {
 				p = tbl.leaderID(topic.ID, rp.Partition)
 			}
 			switch {
+			case denied:
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case req.ReplicaID >= 0:
 				sp.ErrorCode = kerr.UnknownServerError.Code
 			case p == nil:

@@ -17,6 +17,9 @@ package broker
 // transactional offset commits (TxnOffsetCommit) there: once the high watermark passes it, the
 // group coordinator makes them committed offsets (COMMIT) or drops them (ABORT); a leader that
 // loses the partition first leaves that to the next leader's load, which replays the marker.
+// Only a principal with ALTER or CLUSTER_ACTION on the cluster (a transaction coordinator's
+// broker) may send it; any other gets CLUSTER_AUTHORIZATION_FAILED in every partition, as
+// Kafka's.
 //
 // Version notes: v1 is v0 made flexible. v2 (TransactionVersion, KIP-890) is not served.
 
@@ -27,6 +30,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringbroker/auth/acl"
 	"ringbroker/coord"
 	rlog "ringbroker/log"
 	"ringbroker/wire"
@@ -38,7 +42,34 @@ var writeTxnMarkersAPI = &api{key: kmsg.WriteTxnMarkers, minVersion: 0, maxVersi
 const txnMarkerTimeout = 30 * time.Second
 
 func handleWriteTxnMarkers(b *Broker, rc *reqCtx, r kmsg.Request) {
-	b.writeTxnMarkers(r.(*kmsg.WriteTxnMarkersRequest), func(resp *kmsg.WriteTxnMarkersResponse) { rc.respond(resp) })
+	req := r.(*kmsg.WriteTxnMarkersRequest)
+	if z := rc.authorizer(); !z.mayCluster(acl.OpAlter) && !z.mayCluster(acl.OpClusterAction) {
+		rc.respond(writeTxnMarkersError(req, kerr.ClusterAuthorizationFailed))
+		return
+	}
+	b.writeTxnMarkers(req, func(resp *kmsg.WriteTxnMarkersResponse) { rc.respond(resp) })
+}
+
+// writeTxnMarkersError answers every partition of every marker of req with code, as Kafka's
+// WriteTxnMarkersRequest.getErrorResponse.
+func writeTxnMarkersError(req *kmsg.WriteTxnMarkersRequest, code *kerr.Error) *kmsg.WriteTxnMarkersResponse {
+	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+	for _, m := range req.Markers {
+		rm := kmsg.NewWriteTxnMarkersResponseMarker()
+		rm.ProducerID = m.ProducerID
+		for _, t := range m.Topics {
+			rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+				rp.Partition, rp.ErrorCode = p, code.Code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			rm.Topics = append(rm.Topics, rt)
+		}
+		resp.Markers = append(resp.Markers, rm)
+	}
+	return resp
 }
 
 // writeTxnMarkers appends req's markers to the partitions led here and calls respond with the

@@ -10,7 +10,9 @@ package broker
 // and ignored keys), read-only unless dynamic, each with its source and, when asked, synonyms
 // (dynconf.go); another node's id is INVALID_REQUEST, as Kafka. The empty broker name (the
 // cluster-wide default) lists the dynamic default broker configs only. Broker loggers are not
-// supported and say so.
+// supported and say so. Authorization, as Kafka's ConfigHelper: DESCRIBE_CONFIGS on the topic
+// (TOPIC_AUTHORIZATION_FAILED), on the cluster for brokers and broker loggers
+// (CLUSTER_AUTHORIZATION_FAILED), with Kafka's message and no configs.
 //
 // Version notes: v3 adds config types (documentation is not sent); v4 is flexible.
 
@@ -22,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringbroker/auth/acl"
 	"ringbroker/broker/meta"
 )
 
@@ -38,10 +41,16 @@ func handleDescribeConfigs(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.DescribeConfigsRequest)
 	resp := kmsg.NewPtrDescribeConfigsResponse()
 	im := b.meta.Image()
+	z := rc.authorizer()
 	for _, res := range req.Resources {
 		rr := kmsg.NewDescribeConfigsResponseResource()
 		rr.ResourceType = res.ResourceType
 		rr.ResourceName = res.ResourceName
+		if code := z.configRefusal(acl.OpDescribeConfigs, res.ResourceType, res.ResourceName); code != nil {
+			rr.ErrorCode, rr.ErrorMessage = code.Code, kmsg.StringPtr(authzMessage(code))
+			resp.Resources = append(resp.Resources, rr)
+			continue
+		}
 		want := func(name string) bool {
 			return res.ConfigNames == nil || contains(res.ConfigNames, name)
 		}

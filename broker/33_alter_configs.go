@@ -7,7 +7,8 @@ package broker
 // deleted. Topic resources alter topic overrides, broker resources (a node id, or "" for the
 // cluster-wide default) the dynamic broker configs, both validated and committed as
 // IncrementalAlterConfigs does them (its SETs and DELETEs); validate_only checks without
-// committing. A null value is INVALID_REQUEST; other resource types are refused.
+// committing. A null value is INVALID_REQUEST; other resource types are refused. Authorization
+// is IncrementalAlterConfigs': ALTER_CONFIGS on the topic or the cluster.
 //
 // Version notes: v1 is the same as v0; v2 is flexible.
 
@@ -22,7 +23,7 @@ func handleAlterConfigs(b *Broker, rc *reqCtx, r kmsg.Request) {
 	resp := kmsg.NewPtrAlterConfigsResponse()
 	for _, ir := range b.alterAll(len(req.Resources), func(i int) kmsg.IncrementalAlterConfigsRequestResource {
 		return b.replaceConfigsOps(req.Resources[i])
-	}, req.ValidateOnly) {
+	}, req.ValidateOnly, rc.authorizer(), false) {
 		rr := kmsg.NewAlterConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = ir.ResourceType, ir.ResourceName, ir.ErrorCode, ir.ErrorMessage
 		resp.Resources = append(resp.Resources, rr)

@@ -12,8 +12,11 @@ package broker
 // an I/O error) is answered KAFKA_STORAGE_ERROR with no topics, as Kafka answers an offline dir.
 // kafka-log-dirs (LogDirsCommand) asks every broker with null topics.
 //
-// Version notes: v1 is the same as v0; v2 is flexible; v3 adds the top-level error code (always
-// 0: there are no ACLs); v4 adds TotalBytes and UsableBytes of the dir's file system, from
+// A principal without DESCRIBE on the cluster gets no dirs and CLUSTER_AUTHORIZATION_FAILED, as
+// Kafka's.
+//
+// Version notes: v1 is the same as v0; v2 is flexible; v3 adds the top-level error code (0, or
+// CLUSTER_AUTHORIZATION_FAILED); v4 adds TotalBytes and UsableBytes of the dir's file system, from
 // statfs. v5 (IsCordoned) is not served, as Kafka 4.1 does not.
 
 import (
@@ -27,6 +30,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sys/unix"
+
+	"ringbroker/auth/acl"
 )
 
 var describeLogDirsAPI = &api{key: kmsg.DescribeLogDirs, minVersion: 0, maxVersion: 4, handle: handleDescribeLogDirs}
@@ -34,6 +39,12 @@ var describeLogDirsAPI = &api{key: kmsg.DescribeLogDirs, minVersion: 0, maxVersi
 func handleDescribeLogDirs(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.DescribeLogDirsRequest)
 	resp := kmsg.NewPtrDescribeLogDirsResponse()
+	if !rc.authorizer().mayCluster(acl.OpDescribe) {
+		// As Kafka's: no dirs, and the error from v3.
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		rc.respond(resp)
+		return
+	}
 	held := heldReplicas(b.parts.Load(), req.Topics)
 	seen := map[string]bool{}
 	for i, d := range b.cfg.LogDirs {

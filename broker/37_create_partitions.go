@@ -4,7 +4,8 @@ package broker
 //
 // Behavior: raises a topic's partition count; the new partitions are placed on the registered
 // brokers or where the request's assignment says. A count not above the current one is
-// INVALID_PARTITIONS, as in Kafka. validate_only checks without committing.
+// INVALID_PARTITIONS, as in Kafka. validate_only checks without committing. A topic the principal
+// may not ALTER is TOPIC_AUTHORIZATION_FAILED, as Kafka's.
 //
 // Version notes: v2 is flexible; v1 and v3 are the same as the versions before them.
 
@@ -14,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringbroker/auth/acl"
 	"ringbroker/broker/meta"
 )
 
@@ -28,9 +30,16 @@ func handleCreatePartitions(b *Broker, rc *reqCtx, r kmsg.Request) {
 	for _, t := range req.Topics {
 		seen[t.Topic]++
 	}
+	alterable := rc.authorizer().topicChecks(acl.OpAlter)
 	for _, t := range req.Topics {
 		rt := kmsg.NewCreatePartitionsResponseTopic()
 		rt.Topic = t.Topic
+		if seen[t.Topic] == 1 && !alterable.may(t.Topic) {
+			// As Kafka's ControllerApis: after duplicates, before anything else, no message.
+			rt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, rt)
+			continue
+		}
 		code, msg, recs := b.planPartitions(b.meta.Image(), t, seen[t.Topic] > 1)
 		if code == nil && !req.ValidateOnly {
 			if _, err := b.meta.Commit(recs); err != nil {

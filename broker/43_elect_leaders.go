@@ -12,7 +12,8 @@ package broker
 // the metadata log as one change, from any node; when another change of the same partitions
 // commits first, the request is decided again on the newer image (a few times, then
 // UNKNOWN_SERVER_ERROR for the partitions it would have elected). An unknown election type is
-// INVALID_REQUEST for the whole request.
+// INVALID_REQUEST for the whole request. A principal without ALTER on the cluster gets
+// CLUSTER_AUTHORIZATION_FAILED for the whole request, before anything else, as Kafka's.
 //
 // Version notes: v1 adds the election type (v0 is preferred only) and the top-level error
 // code; v2 is flexible.
@@ -24,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringbroker/auth/acl"
 	"ringbroker/broker/meta"
 )
 
@@ -39,6 +41,10 @@ const (
 
 func handleElectLeaders(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.ElectLeadersRequest)
+	if !rc.authorizer().mayCluster(acl.OpAlter) {
+		rc.respond(electLeadersError(req, kerr.ClusterAuthorizationFailed, rc.clusterRefusal(acl.OpAlter)))
+		return
+	}
 	typ := req.ElectionType
 	if typ != electionPreferred && typ != electionUnclean {
 		rc.respond(electLeadersError(req, kerr.InvalidRequest, fmt.Sprintf("Unknown election type %d", typ)))

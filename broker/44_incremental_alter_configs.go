@@ -9,7 +9,9 @@ package broker
 // Broker resources (a node id, or "" for the cluster-wide default) alter the dynamic broker
 // configs (dynconf.go): committed as BrokerConfig records, applied live by every node; read-only
 // keys are INVALID_REQUEST ("Cannot update these configs dynamically"), as Kafka answers.
-// Broker loggers are refused with INVALID_REQUEST.
+// Broker loggers are refused with INVALID_REQUEST. Authorization, as Kafka's: ALTER_CONFIGS on
+// the topic (TOPIC_AUTHORIZATION_FAILED), on the cluster for brokers and broker loggers
+// (CLUSTER_AUTHORIZATION_FAILED), with Kafka's message, before anything else of the resource.
 //
 // Version notes: v1 is flexible.
 
@@ -20,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringbroker/auth/acl"
 	"ringbroker/broker/meta"
 )
 
@@ -36,14 +39,18 @@ const (
 func handleIncrementalAlterConfigs(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.IncrementalAlterConfigsRequest)
 	resp := kmsg.NewPtrIncrementalAlterConfigsResponse()
-	resp.Resources = b.alterAll(len(req.Resources), func(i int) kmsg.IncrementalAlterConfigsRequestResource { return req.Resources[i] }, req.ValidateOnly)
+	resp.Resources = b.alterAll(len(req.Resources), func(i int) kmsg.IncrementalAlterConfigsRequestResource { return req.Resources[i] }, req.ValidateOnly,
+		rc.authorizer(), true)
 	rc.respond(resp)
 }
 
 // alterAll applies n resources, the ith given by resource, one after the other under
 // controllerMu (so that each is built from and checked against the image the previous one
-// left), and answers each.
-func (b *Broker) alterAll(n int, resource func(i int) kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool) []kmsg.IncrementalAlterConfigsResponseResource {
+// left), and answers each. A resource the principal may not ALTER_CONFIGS is refused first, as
+// Kafka's ControllerApis.authorizeAlterResource (broker loggers only when loggers is set: the
+// legacy AlterConfigs refuses them as an unknown type before any authorization).
+func (b *Broker) alterAll(n int, resource func(i int) kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool,
+	z requestAuthz, loggers bool) []kmsg.IncrementalAlterConfigsResponseResource {
 	out := make([]kmsg.IncrementalAlterConfigsResponseResource, 0, n)
 	b.controllerMu.Lock()
 	defer b.controllerMu.Unlock()
@@ -52,6 +59,13 @@ func (b *Broker) alterAll(n int, resource func(i int) kmsg.IncrementalAlterConfi
 		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		rr.ResourceType = res.ResourceType
 		rr.ResourceName = res.ResourceName
+		if loggers || res.ResourceType != kmsg.ConfigResourceTypeBrokerLogger {
+			if code := z.configRefusal(acl.OpAlterConfigs, res.ResourceType, res.ResourceName); code != nil {
+				rr.ErrorCode, rr.ErrorMessage = code.Code, kmsg.StringPtr(authzMessage(code))
+				out = append(out, rr)
+				continue
+			}
+		}
 		if code, msg := b.alterConfigs(res, validateOnly); code != nil {
 			rr.ErrorCode = code.Code
 			rr.ErrorMessage = kmsg.StringPtr(msg)

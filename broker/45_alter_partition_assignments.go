@@ -7,7 +7,9 @@ package broker
 // recorded with its adding and removing replicas, and the active controller completes it once
 // the adding replicas are in sync. Null replicas cancel the reassignment in progress
 // (NO_REASSIGNMENT_IN_PROGRESS without one). Unknown topics and partitions are
-// UNKNOWN_TOPIC_OR_PARTITION. All accepted moves of a request commit together.
+// UNKNOWN_TOPIC_OR_PARTITION. All accepted moves of a request commit together. A principal
+// without ALTER on the cluster gets CLUSTER_AUTHORIZATION_FAILED at the top and in every
+// partition, as Kafka's.
 //
 // Version notes: v1 adds AllowReplicationFactorChange (KIP-860); when false, a move that
 // changes the partition's replica count is INVALID_REPLICATION_FACTOR.
@@ -18,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringbroker/auth/acl"
 	"ringbroker/broker/meta"
 )
 
@@ -26,6 +29,24 @@ var alterPartitionReassignmentsAPI = &api{key: kmsg.AlterPartitionAssignments, m
 func handleAlterPartitionReassignments(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.AlterPartitionAssignmentsRequest)
 	resp := kmsg.NewPtrAlterPartitionAssignmentsResponse()
+	if !rc.authorizer().mayCluster(acl.OpAlter) {
+		// As Kafka's AlterPartitionReassignmentsRequest.getErrorResponse: the error at the top
+		// and in every partition.
+		msg := kmsg.StringPtr(rc.clusterRefusal(acl.OpAlter))
+		resp.ErrorCode, resp.ErrorMessage = kerr.ClusterAuthorizationFailed.Code, msg
+		for _, rt := range req.Topics {
+			st := kmsg.NewAlterPartitionAssignmentsResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
+				sp.Partition, sp.ErrorCode, sp.ErrorMessage = rp.Partition, kerr.ClusterAuthorizationFailed.Code, msg
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		rc.respond(resp)
+		return
+	}
 	b.controllerMu.Lock()
 	defer b.controllerMu.Unlock()
 	im := b.meta.Image()

@@ -5,14 +5,18 @@ package broker
 // Behavior: lists the partitions with a reassignment in progress, each with its replicas
 // (the target ones followed by the removing ones) and its adding and removing replicas; null
 // topics means every partition. Requested topics or partitions that do not exist or are not
-// being reassigned are left out, as KRaft's controller does.
+// being reassigned are left out, as KRaft's controller does. A principal without DESCRIBE on
+// the cluster gets CLUSTER_AUTHORIZATION_FAILED, as Kafka's.
 //
 // Version notes: v0 is flexible.
 
 import (
 	"slices"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/auth/acl"
 )
 
 var listPartitionReassignmentsAPI = &api{key: kmsg.ListPartitionReassignments, minVersion: 0, maxVersion: 0, handle: handleListPartitionReassignments}
@@ -20,6 +24,11 @@ var listPartitionReassignmentsAPI = &api{key: kmsg.ListPartitionReassignments, m
 func handleListPartitionReassignments(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.ListPartitionReassignmentsRequest)
 	resp := kmsg.NewPtrListPartitionReassignmentsResponse()
+	if !rc.authorizer().mayCluster(acl.OpDescribe) {
+		resp.ErrorCode, resp.ErrorMessage = kerr.ClusterAuthorizationFailed.Code, kmsg.StringPtr(rc.clusterRefusal(acl.OpDescribe))
+		rc.respond(resp)
+		return
+	}
 	im := b.meta.Image()
 	type wanted struct {
 		topic      string

@@ -9,7 +9,9 @@ package broker
 // that is not the active controller forwards the request to it over the controller listener,
 // as Kafka's brokers forward it. Offsets are Raft entry indexes, not record offsets. A request
 // for another topic or partition than __cluster_metadata-0 gets UNKNOWN_TOPIC_OR_PARTITION;
-// without a reachable leader the partition answers NOT_LEADER_OR_FOLLOWER.
+// without a reachable leader the partition answers NOT_LEADER_OR_FOLLOWER. A principal without
+// DESCRIBE on the cluster gets CLUSTER_AUTHORIZATION_FAILED (checked where it is received, with
+// the client's principal, as Kafka's controller checks the forwarded one).
 //
 // Version notes: v2 adds the voters' controller endpoints (Nodes, under the first
 // controller.listener.names) and directory ids, which are not kept (all zero).
@@ -24,6 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringbroker/auth/acl"
 	"ringbroker/broker/meta"
 )
 
@@ -40,6 +43,13 @@ const describeQuorumTimeout = 5 * time.Second
 
 func handleDescribeQuorum(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.DescribeQuorumRequest)
+	if !rc.authorizer().mayCluster(acl.OpDescribe) {
+		// As Kafka's controller: the top-level error alone.
+		resp := kmsg.NewPtrDescribeQuorumResponse()
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		rc.respond(resp)
+		return
+	}
 	if len(req.Topics) != 1 || req.Topics[0].Topic != clusterMetadataTopic || len(req.Topics[0].Partitions) != 1 || req.Topics[0].Partitions[0].Partition != 0 {
 		resp := kmsg.NewPtrDescribeQuorumResponse()
 		resp.ErrorCode = kerr.UnknownTopicOrPartition.Code

@@ -9,6 +9,8 @@ package broker
 // feature changes. Setting a feature to its current level succeeds, as in Kafka.
 // validate_only (v1+) checks without committing. group.version 0 turns the KIP-848 consumer
 // protocol off: ConsumerGroupHeartbeat and ConsumerGroupDescribe answer UNSUPPORTED_VERSION.
+// A principal without ALTER on the cluster gets CLUSTER_AUTHORIZATION_FAILED at the top and no
+// results, as Kafka's.
 //
 // Version notes: v0 says a downgrade with AllowDowngrade; v1 with UpgradeType (1 upgrade, 2
 // safe downgrade, 3 unsafe downgrade) and adds ValidateOnly; v2 answers only the top-level
@@ -20,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringbroker/auth/acl"
 	"ringbroker/broker/meta"
 )
 
@@ -35,6 +38,12 @@ const (
 func handleUpdateFeatures(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.UpdateFeaturesRequest)
 	resp := kmsg.NewPtrUpdateFeaturesResponse()
+	if !rc.authorizer().mayCluster(acl.OpAlter) {
+		// As Kafka's UpdateFeaturesRequest.getErrorResponse: the top-level error, no results.
+		resp.ErrorCode, resp.ErrorMessage = kerr.ClusterAuthorizationFailed.Code, kmsg.StringPtr(rc.clusterRefusal(acl.OpAlter))
+		rc.respond(resp)
+		return
+	}
 	b.controllerMu.Lock()
 	recs, err := featureRecords(b.meta.Image(), b.cfg.NodeID, req)
 	if err == nil && !req.ValidateOnly && len(recs) > 0 {

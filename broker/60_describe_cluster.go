@@ -3,7 +3,8 @@ package broker
 // DescribeCluster (key 60), versions 0-2.
 //
 // Behavior: the registered brokers, the cluster id and the controller (this node on a single
-// node).
+// node). Any principal may ask, as in Kafka; the cluster's authorized operations, when asked
+// for, are computed from the ACLs, and are 0 for a principal that may not DESCRIBE the cluster.
 //
 // Version notes: v1 adds the endpoint type, of which only brokers (1) are served; v2's fenced flag
 // is always false until brokers heartbeat to a quorum.
@@ -11,14 +12,11 @@ package broker
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/auth/acl"
 )
 
 var describeClusterAPI = &api{key: kmsg.DescribeCluster, minVersion: 0, maxVersion: 2, handle: handleDescribeCluster}
-
-// clusterAllOperations is the authorized-operations bit set for the cluster with every operation
-// allowed: CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, ALTER,
-// DESCRIBE.
-const clusterAllOperations = 1<<4 | 1<<7 | 1<<8 | 1<<9 | 1<<10 | 1<<11 | 1<<12
 
 func handleDescribeCluster(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.DescribeClusterRequest)
@@ -34,7 +32,12 @@ func handleDescribeCluster(b *Broker, rc *reqCtx, r kmsg.Request) {
 	resp.ClusterID = im.ClusterID
 	resp.ControllerID = b.controllerIDFor(im)
 	if req.IncludeClusterAuthorizedOperations {
-		resp.ClusterAuthorizedOperations = clusterAllOperations
+		// As Kafka's: the operations only for a principal that may DESCRIBE the cluster.
+		z := rc.authorizer()
+		resp.ClusterAuthorizedOperations = 0
+		if z.mayCluster(acl.OpDescribe) {
+			resp.ClusterAuthorizedOperations = z.operations(acl.ResourceCluster, acl.ClusterName)
+		}
 	}
 	for _, mb := range b.metadataBrokers(im, rc.cs.listenerName()) {
 		db := kmsg.NewDescribeClusterResponseBroker()

@@ -8,8 +8,9 @@ package broker
 // first offset of its ongoing transaction (-1 when none), as Kafka's
 // KafkaApis.handleDescribeProducersRequest and Partition.activeProducerState. Like Kafka, a
 // follower answers from its own replica; admin clients ask the leader. Errors are per
-// partition: INVALID_TOPIC_EXCEPTION for an illegal topic name and UNKNOWN_TOPIC_OR_PARTITION
-// for a topic the metadata does not hold (both with Kafka's message), then
+// partition: INVALID_TOPIC_EXCEPTION for an illegal topic name, TOPIC_AUTHORIZATION_FAILED for a
+// topic the principal may not READ and UNKNOWN_TOPIC_OR_PARTITION for a topic the metadata does
+// not hold (each with Kafka's message), then
 // UNKNOWN_TOPIC_OR_PARTITION for a partition index the topic does not have and
 // NOT_LEADER_OR_FOLLOWER for a partition without a replica here (no message). Producers are
 // listed by producer id; Kafka lists them in its map's order.
@@ -20,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"ringbroker/auth/acl"
 	"ringbroker/broker/meta"
 )
 
@@ -30,6 +32,7 @@ func handleDescribeProducers(b *Broker, rc *reqCtx, r kmsg.Request) {
 	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
 	im := b.meta.Image()
 	tbl := b.parts.Load()
+	readable := rc.authorizer().topicChecks(acl.OpRead)
 	resp.Topics = make([]kmsg.DescribeProducersResponseTopic, len(req.Topics))
 	for i := range req.Topics {
 		rt := &req.Topics[i]
@@ -42,6 +45,8 @@ func handleDescribeProducers(b *Broker, rc *reqCtx, r kmsg.Request) {
 		var topicMsg string
 		if msg := validateTopicName(rt.Topic); msg != "" {
 			topicCode, topicMsg = kerr.InvalidTopicException, msg
+		} else if !readable.may(rt.Topic) {
+			topicCode, topicMsg = kerr.TopicAuthorizationFailed, topicAuthzMessage
 		} else if topic == nil {
 			topicCode, topicMsg = kerr.UnknownTopicOrPartition, unknownTopicMessage
 		}

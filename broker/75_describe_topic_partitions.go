@@ -5,6 +5,10 @@ package broker
 // Behavior: topics with their partitions, leaders, epochs, replicas and ISR, in name order,
 // paginated by the response partition limit and the cursor (topic name and first partition) as
 // Kafka does; kafka-topics --describe uses it. An empty topic list describes every topic.
+// Authorization, as Kafka's DescribeTopicPartitionsRequestHandler: topics the principal may not
+// DESCRIBE are left out of an all-topics answer and, when named, answered
+// TOPIC_AUTHORIZATION_FAILED after the others; each described topic carries its authorized
+// operations.
 //
 // Version notes: only v0 exists.
 
@@ -13,6 +17,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/auth/acl"
 )
 
 var describeTopicPartitionsAPI = &api{key: kmsg.DescribeTopicPartitions, minVersion: 0, maxVersion: 0, handle: handleDescribeTopicPartitions}
@@ -24,11 +30,22 @@ func handleDescribeTopicPartitions(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.DescribeTopicPartitionsRequest)
 	resp := kmsg.NewPtrDescribeTopicPartitionsResponse()
 	im := b.meta.Image()
-	var names []string
+	z := rc.authorizer()
+	describable := z.topicChecks(acl.OpDescribe)
+	var names, denied []string
 	if len(req.Topics) == 0 {
-		names = im.SortedTopicNames()
+		// Every topic the principal may DESCRIBE; the others are left out.
+		for _, name := range im.SortedTopicNames() {
+			if describable.may(name) {
+				names = append(names, name)
+			}
+		}
 	} else {
 		for _, t := range req.Topics {
+			if !describable.may(t.Topic) {
+				denied = append(denied, t.Topic)
+				continue
+			}
 			names = append(names, t.Topic)
 		}
 		sort.Strings(names)
@@ -41,13 +58,17 @@ func handleDescribeTopicPartitions(b *Broker, rc *reqCtx, r kmsg.Request) {
 	if req.Cursor != nil {
 		i := sort.SearchStrings(names, req.Cursor.Topic)
 		names = names[i:]
-		startPartition = req.Cursor.Partition
+		// As Kafka: the cursor's partition counts only for a topic the principal may describe.
+		if describable.may(req.Cursor.Topic) {
+			startPartition = req.Cursor.Partition
+		}
 	}
 	count := 0
 	for ti, name := range names {
 		t := im.Topics[name]
 		rt := kmsg.NewDescribeTopicPartitionsResponseTopic()
 		rt.Topic = kmsg.StringPtr(name)
+		rt.AuthorizedOperations = z.operations(acl.ResourceTopic, name)
 		if t == nil {
 			rt.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			resp.Topics = append(resp.Topics, rt)
@@ -55,7 +76,6 @@ func handleDescribeTopicPartitions(b *Broker, rc *reqCtx, r kmsg.Request) {
 		}
 		rt.TopicID = t.ID
 		rt.IsInternal = isInternalTopic(name)
-		rt.AuthorizedOperations = topicAllOperations
 		first := int32(0)
 		if ti == 0 {
 			first = startPartition
@@ -85,6 +105,13 @@ func handleDescribeTopicPartitions(b *Broker, rc *reqCtx, r kmsg.Request) {
 		if resp.NextCursor != nil {
 			break
 		}
+	}
+	// Named topics the principal may not DESCRIBE come last, without their id.
+	for _, name := range denied {
+		rt := kmsg.NewDescribeTopicPartitionsResponseTopic()
+		rt.Topic = kmsg.StringPtr(name)
+		rt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+		resp.Topics = append(resp.Topics, rt)
 	}
 	rc.respond(resp)
 }

@@ -210,14 +210,28 @@ func handleGroupRequest(b *Broker, rc *reqCtx, req kmsg.Request) {
 			return
 		}
 	}
+	// Authorization, as Kafka's KafkaApis, before the coordinator sees the request
+	// (groupauthz.go).
+	gate := gateGroupRequest(rc.authorizer(), b.meta.Image(), req)
+	if gate.answer != nil {
+		rc.respond(gate.answer)
+		return
+	}
+	req = gate.req
+	respond := func(resp kmsg.Response) {
+		if gate.finish != nil {
+			gate.finish(resp)
+		}
+		rc.respond(resp)
+	}
 	if commit, ok := req.(*kmsg.TxnOffsetCommitRequest); ok {
 		if code := b.verifyTxnOffsetCommit(commit); code != nil {
-			rc.respond(txnOffsetCommitError(commit, code))
+			respond(txnOffsetCommitError(commit, code))
 			return
 		}
 	}
 	info := coord.RequestInfo{ClientID: rc.hdr.ClientID, ClientHost: "/" + hostOf(rc.cs.c.RemoteAddr().String())}
-	err := b.groups.Handle(info, req, func(resp kmsg.Response) { rc.respond(resp) })
+	err := b.groups.Handle(info, req, respond)
 	if err == nil {
 		return
 	}

@@ -49,8 +49,20 @@ func txnAPIs() []*api {
 	return out
 }
 
+// handleTxnRequest authorizes a transaction coordinator request as Kafka's KafkaApis does
+// (txnauthz.go) and hands it to the coordinator.
 func handleTxnRequest(b *Broker, rc *reqCtx, req kmsg.Request) {
-	err := b.txns.Handle(req, func(resp kmsg.Response) { rc.respond(resp) })
+	gate := gateTxnRequest(rc.authorizer(), b.meta.Image(), req)
+	if gate.answer != nil {
+		rc.respond(gate.answer)
+		return
+	}
+	err := b.txns.Handle(gate.req, func(resp kmsg.Response) {
+		if gate.finish != nil {
+			gate.finish(resp)
+		}
+		rc.respond(resp)
+	})
 	if err == nil {
 		return
 	}

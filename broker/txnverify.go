@@ -35,8 +35,9 @@ type unverifiedTxn struct {
 // begin a transaction here and that the coordinator did not verify: INVALID_TXN_STATE for a
 // partition not in the producer's transaction, INVALID_PRODUCER_EPOCH for a fenced producer,
 // NOT_ENOUGH_REPLICAS (which every client retries) while the coordinator cannot answer, as
-// Kafka's AddPartitionsToTxnManager maps them. Nil when nothing needs verifying.
-func (b *Broker) verifyTxnPartitions(req *kmsg.ProduceRequest, im *meta.Image, tbl *partitionTable) map[*kmsg.ProduceRequestTopicPartition]*kerr.Error {
+// Kafka's AddPartitionsToTxnManager maps them. Nil when nothing needs verifying. Topics the
+// principal may not write to (writable) are left out: they fail before any append.
+func (b *Broker) verifyTxnPartitions(req *kmsg.ProduceRequest, im *meta.Image, tbl *partitionTable, writable *topicNames) map[*kmsg.ProduceRequestTopicPartition]*kerr.Error {
 	if req.TransactionID == nil || !b.live().TxnPartitionVerification {
 		return nil
 	}
@@ -48,7 +49,7 @@ func (b *Broker) verifyTxnPartitions(req *kmsg.ProduceRequest, im *meta.Image, t
 		if req.Version >= 13 {
 			topic = im.TopicsByID[meta.UUID(rt.TopicID)]
 		}
-		if topic == nil {
+		if topic == nil || !writable.may(topic.Name) {
 			continue
 		}
 		for j := range rt.Partitions {
