@@ -179,6 +179,11 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
+	if sec := listeners[interBroker]; cfg.QuorumVoters != "" && sec != nil && sec.protocol != protoPlaintext {
+		// Replica fetchers, transaction markers and forwarded requests dial other brokers in
+		// plaintext: a secured inter-broker listener would refuse them.
+		return nil, fmt.Errorf("inter-broker listener %s is %s: ringbroker's connections between brokers are plaintext only so far; in a cluster, name a PLAINTEXT listener in inter.broker.listener.name", interBroker, sec.protocol)
+	}
 	authz, err := newAuthzCache(cfg.Security)
 	if err != nil {
 		return nil, err

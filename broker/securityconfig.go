@@ -134,7 +134,7 @@ var securityConfigDefs = []brokerConfigDef{
 	stringDef("ssl.principal.mapping.rules", "DEFAULT", func(c *Config) *string { return &c.Security.SSLPrincipalMappingRules }, checkPrincipalRules,
 		"how a client certificate's distinguished name becomes a principal name: DEFAULT (the whole DN) or RULE:pattern/replacement/[LU],..."),
 	stringDef("ssl.endpoint.identification.algorithm", "https", func(c *Config) *string { return &c.Security.SSLEndpointIdentification }, nil,
-		"hostname verification of inter-broker TLS connections: https or empty"),
+		"accepted as Kafka's sample configs set it on brokers; ringbroker's connections between brokers are plaintext so far"),
 	stringDef("authorizer.class.name", "", func(c *Config) *string { return &c.Security.Authorizer }, checkAuthorizer,
 		"empty: no authorization; org.apache.kafka.metadata.authorizer.StandardAuthorizer: Kafka's ACLs"),
 	stringDef("super.users", "", func(c *Config) *string { return &c.Security.SuperUsers }, nil,
