@@ -63,9 +63,20 @@ func handleCreateTopics(b *Broker, rc *reqCtx, r kmsg.Request) {
 		todo = append(todo, s)
 		idx = append(idx, i)
 	}
-	for j, res := range b.createTopics(todo, req.ValidateOnly) {
-		results[idx[j]] = res
+	mq := rc.mutationQuota(req.ValidateOnly)
+	var admitted []topicSpec
+	var admittedIdx []int
+	for j, s := range todo {
+		if !mq.take(b.partitionsToCreate(s)) {
+			results[idx[j]] = topicResult{err: kerr.ThrottlingQuotaExceeded, message: throttledMessage}
+			continue
+		}
+		admitted, admittedIdx = append(admitted, s), append(admittedIdx, idx[j])
 	}
+	for j, res := range b.createTopics(admitted, req.ValidateOnly) {
+		results[admittedIdx[j]] = res
+	}
+	resp.ThrottleMillis = mq.throttle(rc)
 	for i, s := range specs {
 		res := results[i]
 		rt := kmsg.NewCreateTopicsResponseTopic()
@@ -94,4 +105,16 @@ func handleCreateTopics(b *Broker, rc *reqCtx, r kmsg.Request) {
 		resp.Topics = append(resp.Topics, rt)
 	}
 	rc.respond(resp)
+}
+
+// partitionsToCreate is how many partitions a CreateTopics entry asks for: its assignment's,
+// its count, or num.partitions.
+func (b *Broker) partitionsToCreate(s topicSpec) int {
+	switch {
+	case len(s.assignment) > 0:
+		return len(s.assignment)
+	case s.partitions > 0:
+		return int(s.partitions)
+	}
+	return int(b.live().NumPartitions)
 }

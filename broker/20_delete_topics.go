@@ -45,6 +45,7 @@ func handleDeleteTopics(b *Broker, rc *reqCtx, r kmsg.Request) {
 	clusterDelete := z.mayCluster(acl.OpDelete)
 	describable := func(name string) bool { return clusterDelete || z.may(acl.OpDescribe, acl.ResourceTopic, name) }
 	deletable := func(name string) bool { return clusterDelete || z.may(acl.OpDelete, acl.ResourceTopic, name) }
+	mq := rc.mutationQuota(false)
 	b.controllerMu.Lock()
 	changed := false
 	for _, tg := range targets {
@@ -75,6 +76,9 @@ func handleDeleteTopics(b *Broker, rc *reqCtx, r kmsg.Request) {
 		case isInternalTopic(topic.Name):
 			rt.ErrorCode = kerr.InvalidTopicException.Code
 			rt.ErrorMessage = kmsg.StringPtr("internal topics cannot be deleted")
+		case !mq.take(len(topic.Partitions)):
+			rt.ErrorCode = kerr.ThrottlingQuotaExceeded.Code
+			rt.ErrorMessage = kmsg.StringPtr(throttledMessage)
 		default:
 			rt.Topic = kmsg.StringPtr(topic.Name)
 			rt.TopicID = topic.ID
@@ -93,5 +97,6 @@ func handleDeleteTopics(b *Broker, rc *reqCtx, r kmsg.Request) {
 		}
 	}
 	b.controllerMu.Unlock()
+	resp.ThrottleMillis = mq.throttle(rc)
 	rc.respond(resp)
 }

@@ -31,6 +31,7 @@ func handleCreatePartitions(b *Broker, rc *reqCtx, r kmsg.Request) {
 		seen[t.Topic]++
 	}
 	alterable := rc.authorizer().topicChecks(acl.OpAlter)
+	mq := rc.mutationQuota(req.ValidateOnly)
 	for _, t := range req.Topics {
 		rt := kmsg.NewCreatePartitionsResponseTopic()
 		rt.Topic = t.Topic
@@ -41,6 +42,9 @@ func handleCreatePartitions(b *Broker, rc *reqCtx, r kmsg.Request) {
 			continue
 		}
 		code, msg, recs := b.planPartitions(b.meta.Image(), t, seen[t.Topic] > 1)
+		if code == nil && !mq.take(len(recs)) {
+			code, msg = kerr.ThrottlingQuotaExceeded, throttledMessage
+		}
 		if code == nil && !req.ValidateOnly {
 			if _, err := b.meta.Commit(recs); err != nil {
 				code, msg = kerr.UnknownServerError, err.Error()
@@ -60,6 +64,7 @@ func handleCreatePartitions(b *Broker, rc *reqCtx, r kmsg.Request) {
 		}
 	}
 	b.controllerMu.Unlock()
+	resp.ThrottleMillis = mq.throttle(rc)
 	rc.respond(resp)
 }
 

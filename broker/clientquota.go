@@ -149,7 +149,7 @@ func (q *clientQuotas) sync(im *meta.Image) {
 	}
 	var keys uint32
 	for _, cq := range now {
-		for _, k := range []quota.Kind{quota.Produce, quota.Fetch, quota.Request} {
+		for _, k := range []quota.Kind{quota.Produce, quota.Fetch, quota.Request, quota.ControllerMutation} {
 			if _, ok := cq.Values[k.Key()]; ok {
 				keys |= 1 << k
 			}
@@ -299,3 +299,42 @@ func (rc *reqCtx) throttle(resp kmsg.Response, d time.Duration) {
 	}
 	rc.cs.muteFor(d)
 }
+
+// mutations is the controller_mutation_rate quota of a CreateTopics, DeleteTopics or
+// CreatePartitions request: strict from the versions Kafka makes it strict (a topic over it
+// is refused with THROTTLING_QUOTA_EXCEEDED), permissive before (only throttled). A request
+// is not limited when no entity has the quota, or when it only validates.
+type mutations struct {
+	q *quota.MutationQuota // nil: not limited
+}
+
+// mutationQuota is the request's controller mutation quota.
+func (rc *reqCtx) mutationQuota(validateOnly bool) mutations {
+	b := rc.cs.b
+	if validateOnly || !b.clientQuotas.limits(b.meta.Image(), quota.ControllerMutation) {
+		return mutations{}
+	}
+	strict := quota.StrictMutationQuota(rc.hdr.APIKey, rc.hdr.APIVersion)
+	return mutations{q: b.clientQuotas.client.NewMutationQuota(quotaUser(rc.cs.auth.who()), strings.Clone(rc.hdr.ClientID), strict)}
+}
+
+// take records n partitions created or deleted; false when a strict quota refuses them.
+func (m mutations) take(n int) bool {
+	return m.q == nil || m.q.Record(n) == nil
+}
+
+// throttle is the throttle time to answer with, in milliseconds; the connection is held
+// unread for it, as for the other quotas.
+func (m mutations) throttle(rc *reqCtx) int32 {
+	if m.q == nil {
+		return 0
+	}
+	d := m.q.ThrottleTime()
+	if d > 0 {
+		rc.cs.muteFor(d)
+	}
+	return int32(min(d.Milliseconds(), math.MaxInt32))
+}
+
+// throttledMessage is Kafka's message for a topic refused by a strict mutation quota.
+const throttledMessage = "The throttling quota has been exceeded."

@@ -4,10 +4,12 @@ import (
 	"context"
 	"io"
 	"net"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -118,6 +120,46 @@ func TestConnectionQuotas(t *testing.T) {
 			if served != c.served {
 				t.Fatalf("%v: %d of 5 connections from one address served; want %d", c.overrides, served, c.served)
 			}
+		}
+	})
+}
+
+// TestControllerMutationQuota: with controller_mutation_rate=2 for a client id (a bucket of
+// 22 partitions over 11 windows), a CreateTopics of four 10-partition topics creates three (a
+// strict quota refuses once the bucket is below zero) and answers THROTTLING_QUOTA_EXCEEDED
+// for the fourth, with a throttle time.
+func TestControllerMutationQuota(t *testing.T) {
+	forBackends(t, func(t *testing.T, backend string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		b := startBroker(t, backend, t.TempDir())
+		adm := kadm.NewClient(newClient(t, b))
+		client := "mut"
+		altered, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+			Entity: []kadm.ClientQuotaEntityComponent{{Type: "client-id", Name: &client}},
+			Ops:    []kadm.AlterClientQuotaOp{{Key: "controller_mutation_rate", Value: 2}},
+		}})
+		if err != nil || altered[0].Err != nil {
+			t.Fatalf("AlterClientQuotas: %v %+v", err, altered)
+		}
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.TimeoutMillis = 10000
+		for i := range 4 {
+			rt := kmsg.NewCreateTopicsRequestTopic()
+			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "mut"+strconv.Itoa(i), 10, 1
+			req.Topics = append(req.Topics, rt)
+		}
+		resp, err := req.RequestWith(ctx, newClient(t, b, kgo.ClientID(client)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range []int16{0, 0, 0, kerr.ThrottlingQuotaExceeded.Code} {
+			if got := resp.Topics[i].ErrorCode; got != want {
+				t.Fatalf("topic %d: error %d; want %d", i, got, want)
+			}
+		}
+		if resp.ThrottleMillis <= 0 {
+			t.Fatal("a CreateTopics over its mutation quota has no throttle time")
 		}
 	})
 }
