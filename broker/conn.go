@@ -123,6 +123,15 @@ func (h *connHandler) OnOpen(c ring.Conn) {
 	cs.frames = wire.NewFrameReader(maxFrame, cs.alloc)
 	c.SetContext(cs)
 	b.metrics.connOpened()
+	if h.listener.authenticates() {
+		time.AfterFunc(b.cfg.Security.AuthTimeout, func() {
+			if !cs.auth.authenticated() {
+				b.logger.Info("closing a connection that did not authenticate in time", "listener", h.listener.name,
+					"remote", c.RemoteAddr().String(), "timeout", b.cfg.Security.AuthTimeout)
+				c.Close()
+			}
+		})
+	}
 	b.clientQuotas.admit(cs, b)
 }
 

@@ -61,6 +61,13 @@ func newConnAuth(l *listenerSec, tlsPrincipal string) *connAuth {
 	return a
 }
 
+// authenticated reports whether the connection has completed a SASL exchange (or needs none).
+func (a *connAuth) authenticated() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.stage == saslDone
+}
+
 // who is the connection's principal now.
 func (a *connAuth) who() string {
 	a.mu.Lock()

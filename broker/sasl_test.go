@@ -30,10 +30,16 @@ func saslBroker(t *testing.T, io string, overrides ...string) *Broker {
 	}, overrides...)...)
 }
 
-// saslClient is a client of the broker's SASL listener authenticating with m.
+// saslClient is a client of the broker's SASL_PLAINTEXT listener authenticating with m.
 func saslClient(t *testing.T, b *Broker, m sasl.Mechanism, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	opts = append([]kgo.Opt{kgo.SeedBrokers(b.ListenerAddr("SASL_PLAINTEXT").String()), kgo.SASL(m), kgo.RequestRetries(0)}, opts...)
+	return saslClientOn(t, b, "SASL_PLAINTEXT", m, opts...)
+}
+
+// saslClientOn is a client of the broker's listener authenticating with m.
+func saslClientOn(t *testing.T, b *Broker, listener string, m sasl.Mechanism, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	opts = append([]kgo.Opt{kgo.SeedBrokers(b.ListenerAddr(listener).String()), kgo.SASL(m), kgo.RequestRetries(0)}, opts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -191,6 +197,58 @@ func TestSASLReauthentication(t *testing.T) {
 		}
 		if n, c := b.metrics.authOK.Get(), b.metrics.accepted.Get(); n <= auths || c != conns {
 			t.Fatalf("after 2 s of 1 s sessions: %d authentications (%d after the first produce), %d connections (%d); want more authentications on the same connections", n, auths, c, conns)
+		}
+	})
+}
+
+// TestSASLAuthenticationTimeout: a connection of a SASL listener that trickles bytes without
+// authenticating (slow loris) is closed at connections.authentication.timeout.ms, while a
+// client that authenticates keeps working.
+func TestSASLAuthenticationTimeout(t *testing.T) {
+	forBackends(t, func(t *testing.T, backend string) {
+		b := saslBroker(t, backend, "connections.authentication.timeout.ms=1000")
+		c, err := net.DialTimeout("tcp", b.ListenerAddr("SASL_PLAINTEXT").String(), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		start := time.Now()
+		closed := false
+		frame := []byte{0, 0, 0, 40, 0, 18, 0, 3}
+		for i := 0; time.Since(start) < 5*time.Second; i++ {
+			if _, err := c.Write(frame[i%len(frame) : i%len(frame)+1]); err != nil {
+				closed = true
+				break
+			}
+			c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+			if _, err := c.Read(make([]byte, 1)); err == io.EOF {
+				closed = true
+				break
+			}
+		}
+		if !closed {
+			t.Fatal("a connection trickling bytes without authenticating was still open after 5 s; want it closed after 1 s")
+		}
+		if d := time.Since(start); d < 900*time.Millisecond {
+			t.Fatalf("closed after %v, before the 1 s timeout", d)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		cl := saslClient(t, b, plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism())
+		if _, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl); err != nil {
+			t.Fatal(err)
+		}
+		node := cl.Broker(int(b.cfg.NodeID))
+		if _, err := node.Request(ctx, kmsg.NewPtrMetadataRequest()); err != nil {
+			t.Fatal(err)
+		}
+		conns := b.metrics.accepted.Get()
+		time.Sleep(1500 * time.Millisecond)
+		if _, err := node.Request(ctx, kmsg.NewPtrMetadataRequest()); err != nil {
+			t.Fatalf("an authenticated client past the timeout: %v", err)
+		}
+		if n := b.metrics.accepted.Get(); n != conns {
+			t.Fatalf("the authenticated client reconnected (%d connections, %d before): its connection was closed at the timeout", n, conns)
 		}
 	})
 }

@@ -32,6 +32,10 @@ type SecurityConfig struct {
 	// FailedAuthDelay (connection.failed.authentication.delay.ms) delays closing a connection
 	// whose authentication failed, slowing a password-guessing client down.
 	FailedAuthDelay time.Duration
+	// AuthTimeout (connections.authentication.timeout.ms, ringbroker's own) closes a
+	// connection of a SASL listener that has not authenticated that long after it connected,
+	// so a peer trickling bytes (slow loris) cannot hold a connection before authenticating.
+	AuthTimeout time.Duration
 
 	SSLKeystoreType          string // ssl.keystore.type
 	SSLKeystoreLocation      string // ssl.keystore.location
@@ -103,6 +107,8 @@ var securityConfigDefs = []brokerConfigDef{
 		"the longest an authenticated SASL session lasts before the client must re-authenticate (KIP-368); 0: the connection's life"),
 	msDef("connection.failed.authentication.delay.ms", kindInt, "100", func(c *Config) *time.Duration { return &c.Security.FailedAuthDelay }, atLeast(0),
 		"how long a connection whose authentication failed is held before it is closed"),
+	msDef("connections.authentication.timeout.ms", kindLong, "10000", func(c *Config) *time.Duration { return &c.Security.AuthTimeout }, atLeast(1),
+		"ringbroker's own: a connection of a SASL listener that has not authenticated this long after connecting is closed"),
 	stringDef("ssl.keystore.type", "JKS", func(c *Config) *string { return &c.Security.SSLKeystoreType }, nil,
 		"the key store format; ringbroker reads PEM (JKS and PKCS12 are refused at start)"),
 	stringDef("ssl.keystore.location", "", func(c *Config) *string { return &c.Security.SSLKeystoreLocation }, nil,
