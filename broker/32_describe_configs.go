@@ -9,8 +9,8 @@ package broker
 // this node's id list the broker configs this node runs with (brokerConfigDefs, but synonyms
 // and ignored keys), read-only unless dynamic, each with its source and, when asked, synonyms
 // (dynconf.go); another node's id is INVALID_REQUEST, as Kafka. The empty broker name (the
-// cluster-wide default) lists the dynamic default broker configs only. Broker loggers are not
-// supported and say so. Authorization, as Kafka's ConfigHelper: DESCRIBE_CONFIGS on the topic
+// cluster-wide default) lists the dynamic default broker configs only. Broker loggers list the
+// one logger, root, with its level (loggers.go). Authorization, as Kafka's ConfigHelper: DESCRIBE_CONFIGS on the topic
 // (TOPIC_AUTHORIZATION_FAILED), on the cluster for brokers and broker loggers
 // (CLUSTER_AUTHORIZATION_FAILED), with Kafka's message and no configs.
 //
@@ -88,6 +88,13 @@ func handleDescribeConfigs(b *Broker, rc *reqCtx, r kmsg.Request) {
 					rr.Configs = append(rr.Configs, b.describeBrokerEntry(im, d, req.IncludeSynonyms))
 				}
 			}
+		case kmsg.ConfigResourceTypeBrokerLogger:
+			if res.ResourceName != b.brokerResource() {
+				rr.ErrorCode = kerr.InvalidRequest.Code
+				rr.ErrorMessage = kmsg.StringPtr("Unexpected broker id, expected " + b.brokerResource() + " but received " + res.ResourceName)
+				break
+			}
+			rr.Configs = b.describeLoggers(want)
 		default:
 			rr.ErrorCode = kerr.InvalidRequest.Code
 			rr.ErrorMessage = kmsg.StringPtr("ringbroker does not describe configs of resource type " + strconv.Itoa(int(res.ResourceType)))

@@ -82,7 +82,7 @@ func (b *Broker) alterConfigs(res kmsg.IncrementalAlterConfigsRequestResource, v
 	case kmsg.ConfigResourceTypeBroker:
 		return b.alterBrokerConfigs(res, validateOnly)
 	case kmsg.ConfigResourceTypeBrokerLogger:
-		return kerr.InvalidRequest, "ringbroker has no broker loggers to configure"
+		return b.alterLoggers(res, validateOnly)
 	default:
 		return kerr.InvalidRequest, "unsupported resource type"
 	}

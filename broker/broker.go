@@ -41,6 +41,8 @@ type Broker struct {
 	authz *authzCache
 	// clientQuotas are the client quotas and connection limits.
 	clientQuotas *clientQuotas
+	// logLevels is the process's log level, which broker-logger configs change.
+	logLevels logLevels
 
 	// controllerMu serialises controller decisions (validate, then commit) so two CreateTopics
 	// cannot both pass validation for the same name.

@@ -64,11 +64,12 @@ func run(args []string) error {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 
-	var level slog.Level
+	// A LevelVar, so that kafka-configs --entity-type broker-loggers can change it live.
+	var level slog.LevelVar
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: &level}))
 
 	cfg, err := loadConfig(*configPath, ovs)
 	if err != nil {
@@ -84,6 +85,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	b.SetLogLevel(&level)
 	if err := b.Start(); err != nil {
 		b.Shutdown(context.Background())
 		return err
