@@ -23,7 +23,7 @@ type listenerSec struct {
 
 // authenticates reports whether connections must complete a SASL exchange before anything
 // but ApiVersions and the SASL requests is served.
-func (l *listenerSec) authenticates() bool { return l.sasl != nil }
+func (l *listenerSec) authenticates() bool { return l != nil && l.sasl != nil }
 
 // listenerSecurity builds the security of every listener of the config; SCRAM credentials
 // come from scram.
