@@ -46,14 +46,17 @@ func handleIncrementalAlterConfigs(b *Broker, rc *reqCtx, r kmsg.Request) {
 
 // alterAll applies n resources, the ith given by resource, one after the other under
 // controllerMu (so that each is built from and checked against the image the previous one
-// left), and answers each. A resource the principal may not ALTER_CONFIGS is refused first, as
-// Kafka's ControllerApis.authorizeAlterResource (broker loggers only when loggers is set: the
-// legacy AlterConfigs refuses them as an unknown type before any authorization).
+// left), and answers each. It first catches up with the active controller, which is what
+// Kafka checks these requests against: this node's image may not have a topic just created
+// through another broker yet. A resource the principal may not ALTER_CONFIGS is refused first,
+// as Kafka's ControllerApis.authorizeAlterResource (broker loggers only when loggers is set:
+// the legacy AlterConfigs refuses them as an unknown type before any authorization).
 func (b *Broker) alterAll(n int, resource func(i int) kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool,
 	z requestAuthz, loggers bool) []kmsg.IncrementalAlterConfigsResponseResource {
 	out := make([]kmsg.IncrementalAlterConfigsResponseResource, 0, n)
 	b.controllerMu.Lock()
 	defer b.controllerMu.Unlock()
+	_, syncErr := b.meta.CatchUp()
 	for i := range n {
 		res := resource(i)
 		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
@@ -66,7 +69,14 @@ func (b *Broker) alterAll(n int, resource func(i int) kmsg.IncrementalAlterConfi
 				continue
 			}
 		}
-		if code, msg := b.alterConfigs(res, validateOnly); code != nil {
+		var code *kerr.Error
+		var msg string
+		if syncErr != nil {
+			code, msg = kerr.UnknownServerError, syncErr.Error()
+		} else {
+			code, msg = b.alterConfigs(res, validateOnly)
+		}
+		if code != nil {
 			rr.ErrorCode = code.Code
 			rr.ErrorMessage = kmsg.StringPtr(msg)
 		}

@@ -545,7 +545,14 @@ func TestTopicConfigReachesEveryReplica(t *testing.T) {
 	} {
 		resp, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{op.cfg}, "tc")
 		if err == nil {
-			_, err = resp.On("tc", nil)
+			// The change must be taken by whichever broker the client asked, even one that
+			// has not applied the topic's creation yet; a refusal is in the resource's result.
+			_, err = resp.On("tc", func(r *kadm.AlterConfigsResponse) error {
+				if r.Err != nil {
+					return fmt.Errorf("alter configs of tc: %w (%s)", r.Err, r.ErrMessage)
+				}
+				return nil
+			})
 		}
 		if err != nil {
 			t.Fatal(err)

@@ -114,6 +114,13 @@ type Node struct {
 	lead  atomic.Uint64
 	state atomic.Uint32
 
+	// appliedMu guards applied and appliedc: the index of the last entry applied to the state
+	// machine (no-ops and configuration entries included), and a channel closed and replaced
+	// each time it moves, for WaitApplied.
+	appliedMu sync.Mutex
+	applied   uint64
+	appliedc  chan struct{}
+
 	stopOnce sync.Once
 }
 
@@ -172,9 +179,10 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	n := &Node{cfg: cfg, logger: logger, storage: storage,
 		recvc: make(chan Message, 4096), propc: make(chan *proposal, 4096), funcc: make(chan func(*Raft)),
 		stopc: make(chan struct{}), done: make(chan struct{}),
-		r: r, pending: map[uint64]*proposal{}, batch: make([]*proposal, 0, cfg.MaxBatch), synced: st.HardState}
+		r: r, pending: map[uint64]*proposal{}, batch: make([]*proposal, 0, cfg.MaxBatch), synced: st.HardState,
+		appliedc: make(chan struct{})}
 	if s := r.Snapshot(); s != nil {
-		n.snapIndex = s.Meta.Index
+		n.snapIndex, n.applied = s.Meta.Index, s.Meta.Index
 	}
 	n.transport, err = NewTransport(TransportConfig{ID: cfg.ID, Listen: cfg.Listen, Listener: cfg.Listener, Logger: logger, Recv: n.recv})
 	if err != nil {
@@ -269,6 +277,66 @@ func (n *Node) propose(ctx context.Context, e Entry) (uint64, error) {
 		return 0, ctx.Err()
 	case <-n.done:
 		return 0, ErrStopped
+	}
+}
+
+// ReadIndex returns the leader's commit index as of the call (see Raft.ReadIndex): once a node
+// has applied it (WaitApplied), its state machine holds every entry committed before the call.
+// On a follower it fails with *NotLeaderError; a leader that has not committed an entry of its
+// term yet is asked again every tick until it has or ctx ends.
+func (n *Node) ReadIndex(ctx context.Context) (uint64, error) {
+	var t *time.Ticker
+	for {
+		var idx uint64
+		var err error
+		if derr := n.do(ctx, func(r *Raft) { idx, err = r.ReadIndex() }); derr != nil {
+			return 0, derr
+		}
+		if !errors.Is(err, ErrReadIndexNotReady) {
+			return idx, err
+		}
+		if t == nil {
+			t = time.NewTicker(n.cfg.TickInterval)
+			defer t.Stop()
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("raft node %d: read index: %w: %w", n.cfg.ID, err, ctx.Err())
+		case <-n.done:
+			return 0, ErrStopped
+		case <-t.C:
+		}
+	}
+}
+
+// WaitApplied waits until this node has applied the log up to index (an index from the
+// leader's ReadIndex, say), so that its state machine holds every entry up to it.
+func (n *Node) WaitApplied(ctx context.Context, index uint64) error {
+	for {
+		n.appliedMu.Lock()
+		applied, ch := n.applied, n.appliedc
+		n.appliedMu.Unlock()
+		if applied >= index {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("raft node %d: wait to apply index %d (applied %d): %w", n.cfg.ID, index, applied, ctx.Err())
+		case <-n.done:
+			return ErrStopped
+		}
+	}
+}
+
+// noteApplied records that the state machine holds the log up to index and wakes WaitApplied.
+func (n *Node) noteApplied(index uint64) {
+	n.appliedMu.Lock()
+	defer n.appliedMu.Unlock()
+	if index > n.applied {
+		n.applied = index
+		close(n.appliedc)
+		n.appliedc = make(chan struct{})
 	}
 }
 
@@ -541,6 +609,7 @@ func (n *Node) handleReady(rd Ready) error {
 			return fmt.Errorf("raft node %d: restore snapshot at %d: %w", n.cfg.ID, rd.Snapshot.Meta.Index, err)
 		}
 		n.snapIndex = rd.Snapshot.Meta.Index
+		n.noteApplied(rd.Snapshot.Meta.Index)
 	}
 	for _, e := range rd.CommittedEntries {
 		switch {
@@ -563,6 +632,7 @@ func (n *Node) handleReady(rd Ready) error {
 		}
 	}
 	if k := len(rd.CommittedEntries); k > 0 {
+		n.noteApplied(rd.CommittedEntries[k-1].Index)
 		if applied := rd.CommittedEntries[k-1].Index; applied-n.snapIndex >= n.cfg.SnapshotEntries {
 			data, err := n.cfg.StateMachine.Snapshot()
 			if err != nil {

@@ -221,6 +221,20 @@ func TestNodeThreeOverTCP(t *testing.T) {
 		t.Fatalf("node %d still leads after it was stopped", nl)
 	}
 	c.start(old, nil)
+	// Once the restarted node has applied the leader's read index, it holds every entry,
+	// whether it caught up by entries or by a snapshot.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	idx, err := c.leader().ReadIndex(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.nodes[old].WaitApplied(ctx, idx); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(c.sms[old].list()); got != 200 {
+		t.Fatalf("restarted node %d applied %d entries at read index %d; want 200", old, got, idx)
+	}
 	c.converged(200)
 	if c.sms[old].restores == 0 {
 		t.Errorf("restarted node %d never restored a snapshot; want it to catch up from one", old)
@@ -231,6 +245,48 @@ func TestNodeThreeOverTCP(t *testing.T) {
 	}
 	if st.FirstIdx <= 1 {
 		t.Errorf("restarted node %d holds its log from %d; want it compacted by a snapshot", old, st.FirstIdx)
+	}
+}
+
+// TestNodeReadIndexAndWaitApplied: a follower has no read index and names the leader; the
+// leader's is its commit index, which a node has applied once WaitApplied returns, even when
+// only no-ops lie up to it (they never reach the state machine).
+func TestNodeReadIndexAndWaitApplied(t *testing.T) {
+	c := newTestCluster(t, 3, fastNodeConfig())
+	lead := c.leader()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	waitAll := func(want int) uint64 {
+		t.Helper()
+		idx, err := lead.ReadIndex(ctx)
+		if err != nil {
+			t.Fatalf("read index on leader %d: %v", lead.cfg.ID, err)
+		}
+		for id, nd := range c.nodes {
+			if err := nd.WaitApplied(ctx, idx); err != nil {
+				t.Fatalf("node %d: %v", id, err)
+			}
+			if got := len(c.sms[id].list()); got != want {
+				t.Fatalf("node %d applied %d entries at read index %d; want %d", id, got, idx, want)
+			}
+		}
+		return idx
+	}
+	first := waitAll(0)
+	for id, nd := range c.nodes {
+		var nl *NotLeaderError
+		if _, err := nd.ReadIndex(ctx); id != lead.cfg.ID && (!errors.As(err, &nl) || nl.Leader != lead.cfg.ID) {
+			t.Fatalf("read index on follower %d: %v; want a NotLeaderError naming %d", id, err, lead.cfg.ID)
+		}
+	}
+	c.proposeAll("a", 20)
+	if idx := waitAll(20); idx < first+20 {
+		t.Fatalf("read index %d after 20 entries past %d", idx, first)
+	}
+	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancelShort()
+	if err := lead.WaitApplied(short, 1<<40); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("wait for an index never reached: %v; want the context's deadline", err)
 	}
 }
 

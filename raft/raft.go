@@ -12,6 +12,11 @@ import (
 // is refused because another one is still uncommitted. The caller may retry.
 var ErrProposalDropped = errors.New("raft: proposal dropped")
 
+// ErrReadIndexNotReady is returned by ReadIndex on a leader that has not yet committed an entry
+// of its term: until then its commit index may be below entries an earlier leader committed.
+// It is a matter of one round of appends; the caller may retry.
+var ErrReadIndexNotReady = errors.New("raft: the leader has not committed an entry of its term yet")
+
 // Config tunes a core. Zero fields take the defaults in parentheses.
 type Config struct {
 	// ID identifies this node; never 0.
@@ -1037,6 +1042,23 @@ func (r *Raft) Ready() Ready {
 	r.msgs = nil
 	r.assertInvariants()
 	return rd
+}
+
+// ReadIndex returns, on a leader, its commit index as the index a read must wait for: once a
+// node has applied it, the node's state holds every entry committed before the call, by this
+// leader or an earlier one (Raft thesis, section 6.4). It trusts the leader's lease instead of
+// confirming leadership with a round of heartbeats (etcd's lease-based read): a leader cut off
+// from its quorum may answer an older index until check-quorum makes it step down, within an
+// election timeout. A follower gets a *NotLeaderError naming the leader it knows; a leader
+// that has not committed an entry of its term yet, ErrReadIndexNotReady.
+func (r *Raft) ReadIndex() (uint64, error) {
+	if r.state != StateLeader {
+		return 0, &NotLeaderError{Leader: r.lead}
+	}
+	if !r.committedInTerm() {
+		return 0, ErrReadIndexNotReady
+	}
+	return r.committed, nil
 }
 
 // Compact replaces the log up to index (which must be applied) by a snapshot of the state

@@ -28,8 +28,8 @@ const (
 type forwardRequest struct {
 	// Kind is "commit" (Records, encoded), "heartbeat" (NodeID, Incarnation, and Addr from a
 	// learner), "unreachable" (NodeID, Incarnation: a broker that refused a connection),
-	// "join" (NodeID, Addr: add a learner) or "api" (APIKey, Body: a request for
-	// ControllerAPI).
+	// "join" (NodeID, Addr: add a learner), "api" (APIKey, Body: a request for
+	// ControllerAPI) or "read_index" (the commit index, for CatchUp).
 	Kind        string `json:"kind"`
 	Records     []byte `json:"records,omitempty"`
 	NodeID      int32  `json:"node_id,omitempty"`
@@ -163,6 +163,8 @@ func (s *RaftStore) serveForward(body []byte) forwardResponse {
 		err = s.addLearner(req.NodeID, req.Addr)
 	case "api":
 		out, err = s.serveControllerAPI(req.APIKey, req.Body)
+	case "read_index":
+		idx, err = s.readIndex(time.Now().Add(s.cfg.CommitTimeout))
 	default:
 		err = fmt.Errorf("unknown forwarded request kind %q", req.Kind)
 	}

@@ -264,6 +264,44 @@ func (s *RaftStore) Commit(recs []Record) (*Image, error) {
 	return s.Image(), nil
 }
 
+// CatchUp returns the image once it holds every entry the active controller had committed
+// when CatchUp was called: this node's image may lag the controller's by a few entries, and a
+// check against it would refuse what a client was already told exists (a topic it just
+// created through another broker). Kafka avoids that by forwarding such requests to the
+// active controller; here the request waits instead, for one round trip to the controller
+// (Raft's read index) and for this node to apply up to there. It fails when no controller
+// answers within the commit timeout.
+func (s *RaftStore) CatchUp() (*Image, error) {
+	if s.closed.Load() {
+		return nil, errors.New("metadata quorum is closed")
+	}
+	deadline := time.Now().Add(s.cfg.CommitTimeout)
+	idx, err := s.toLeader(deadline, func(leader int32) (uint64, error) {
+		if leader == s.cfg.NodeID {
+			return s.readIndex(deadline)
+		}
+		resp, err := s.forward(leader, forwardRequest{Kind: "read_index"}, deadline)
+		return resp.Index, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("catch up with the active controller: %w", err)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	if err := s.node.WaitApplied(ctx, idx); err != nil {
+		return nil, fmt.Errorf("catch up with the active controller to metadata entry %d: %w", idx, err)
+	}
+	return s.Image(), nil
+}
+
+// readIndex returns the index up to which the log was committed, as this node leads (a
+// raft.NotLeaderError when it does not).
+func (s *RaftStore) readIndex(deadline time.Time) (uint64, error) {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	return s.node.ReadIndex(ctx)
+}
+
 // toLeader runs try against the current leader until it succeeds, fails for good, or the
 // deadline passes. Only errors that say the request was not taken (no leader, not the
 // leader, leader unreachable) are retried, so an entry is never proposed twice.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,10 +40,12 @@ type quorum struct {
 	voters map[int32]string
 	snap   uint64
 	stores map[int32]*RaftStore
+	// mods change each store's configuration (NodeID set) before it opens.
+	mods []func(*RaftConfig)
 }
 
-func newQuorum(t testing.TB, n int, snapshotEntries uint64) *quorum {
-	q := &quorum{t: t, dir: t.TempDir(), voters: map[int32]string{}, snap: snapshotEntries, stores: map[int32]*RaftStore{}}
+func newQuorum(t testing.TB, n int, snapshotEntries uint64, mods ...func(*RaftConfig)) *quorum {
+	q := &quorum{t: t, dir: t.TempDir(), voters: map[int32]string{}, snap: snapshotEntries, stores: map[int32]*RaftStore{}, mods: mods}
 	for i, a := range freeAddrs(t, n) {
 		q.voters[int32(i+1)] = a
 	}
@@ -59,9 +62,13 @@ func newQuorum(t testing.TB, n int, snapshotEntries uint64) *quorum {
 
 func (q *quorum) start(id int32) *RaftStore {
 	q.t.Helper()
-	s, err := OpenRaft(RaftConfig{NodeID: id, Dir: filepath.Join(q.dir, fmt.Sprint(id)), ClusterID: "cid",
+	cfg := RaftConfig{NodeID: id, Dir: filepath.Join(q.dir, fmt.Sprint(id)), ClusterID: "cid",
 		Listen: q.voters[id], Voters: q.voters, TickInterval: 20 * time.Millisecond, SnapshotEntries: q.snap,
-		CommitTimeout: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+		CommitTimeout: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)}
+	for _, m := range q.mods {
+		m(&cfg)
+	}
+	s, err := OpenRaft(cfg)
 	if err != nil {
 		q.t.Fatal(err)
 	}
@@ -116,6 +123,82 @@ func TestRaftStoreCommitOnEveryNode(t *testing.T) {
 		if _, err := s.Commit(topicRecords("t1", 1)); err == nil {
 			t.Fatalf("node %d committed a duplicate topic", id)
 		}
+	}
+}
+
+// TestRaftStoreCatchUp holds one follower's apply back while the others commit, and checks
+// that CatchUp on it returns only an image with everything committed before the call: a
+// broker checking a request against its own image would otherwise not know of a topic that
+// a client has just created through another broker.
+func TestRaftStoreCatchUp(t *testing.T) {
+	var lagger atomic.Int32 // the follower held back, once chosen
+	blocked := make(chan struct{})
+	release := make(chan struct{})
+	var blockOnce, releaseOnce sync.Once
+	q := newQuorum(t, 3, 0, func(c *RaftConfig) {
+		id := c.NodeID
+		c.OnChange = func(im *Image) {
+			// The lagger stops applying once it has published topic b, so its image holds
+			// b and not c.
+			if id == lagger.Load() && im.Topics["b"] != nil {
+				blockOnce.Do(func() { close(blocked) })
+				<-release
+			}
+		}
+	})
+	// Before the stores close (cleanups run last first), or the lagger's would wait forever.
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+	lead := q.leader()
+	// Every node knows the leader and has applied topic a.
+	if _, err := q.stores[lead].Commit(topicRecords("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	for id, s := range q.stores {
+		testutil.WaitFor(t, 5*time.Second, testutil.Holds(fmt.Sprintf("node %d to apply topic a and know leader %d", id, lead), func() bool {
+			return s.Image().Topics["a"] != nil && s.Leader() == lead
+		}))
+	}
+	lag := lead%3 + 1
+	lagger.Store(lag)
+	var want int64
+	for _, name := range []string{"b", "c"} {
+		im, err := q.stores[lead].Commit(topicRecords(name, 1))
+		if err != nil {
+			t.Fatalf("commit topic %s on leader %d: %v", name, lead, err)
+		}
+		want = im.Offset
+	}
+	<-blocked
+	if im := q.stores[lag].Image(); im.Topics["c"] != nil {
+		t.Fatalf("node %d applied topic c while held back (image at %d)", lag, im.Offset)
+	}
+	type result struct {
+		im  *Image
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		im, err := q.stores[lag].CatchUp()
+		done <- result{im, err}
+	}()
+	var res result
+	select {
+	case res = <-done:
+		// CatchUp must still be waiting for the held-back node: an answer now is early.
+	case <-time.After(300 * time.Millisecond):
+		releaseOnce.Do(func() { close(release) })
+		res = <-done
+	}
+	if res.err != nil {
+		t.Fatalf("CatchUp on node %d: %v", lag, res.err)
+	}
+	if res.im.Offset < want || res.im.Topics["c"] == nil {
+		t.Fatalf("CatchUp on node %d returned the image at %d without topic c; want it at %d or later, with c", lag, res.im.Offset, want)
+	}
+	// On the leader it returns at once with what it committed.
+	im, err := q.stores[lead].CatchUp()
+	if err != nil || im.Offset < want {
+		t.Fatalf("CatchUp on leader %d: image at %d, %v; want at %d or later", lead, im.Offset, err, want)
 	}
 }
 
