@@ -2,12 +2,14 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"ringbroker/broker/meta"
@@ -42,19 +44,41 @@ func startInProcessCluster(tb testing.TB, n int, mods ...func(*Config)) []*Broke
 		tb.Cleanup(func() { b.Shutdown(context.Background()) })
 		return []*Broker{b}
 	}
+	// The controller ports are picked by listening and closing, so another process may take
+	// one before its node binds it: start again on new ports then.
+	for attempt := 1; ; attempt++ {
+		bs, err := startQuorum(tb, n, base, logger)
+		if err == nil {
+			return bs
+		}
+		if attempt == 3 || !errors.Is(err, syscall.EADDRINUSE) && !strings.Contains(err.Error(), "address already in use") {
+			tb.Fatal(err)
+		}
+		tb.Logf("start the cluster again on other ports: %v", err)
+	}
+}
+
+// startQuorum starts n nodes of one quorum on controller ports it picks; on an error every
+// node it made is shut down.
+func startQuorum(tb testing.TB, n int, base func(dir string) Config, logger *slog.Logger) ([]*Broker, error) {
 	var voters []string
 	var ctrl []int
 	for i := range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			tb.Fatal(err)
+			return nil, err
 		}
 		ctrl = append(ctrl, ln.Addr().(*net.TCPAddr).Port)
 		ln.Close()
 		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", i+1, ctrl[i]))
 	}
 	cid := meta.NewUUID().String()
-	bs := make([]*Broker, n)
+	var bs []*Broker
+	shutdown := func() {
+		for _, b := range bs {
+			b.Shutdown(context.Background())
+		}
+	}
 	for i := range n {
 		cfg := base(filepath.Join(tb.TempDir(), "data"))
 		cfg.NodeID = int32(i + 1)
@@ -64,10 +88,11 @@ func startInProcessCluster(tb testing.TB, n int, mods ...func(*Config)) []*Broke
 		cfg.Listeners = append(cfg.Listeners, Listener{Name: "CONTROLLER", Host: "127.0.0.1", Port: ctrl[i]})
 		b, err := New(cfg, logger)
 		if err != nil {
-			tb.Fatal(err)
+			shutdown()
+			return nil, fmt.Errorf("new node %d: %w", i+1, err)
 		}
 		tb.Cleanup(func() { b.Shutdown(context.Background()) })
-		bs[i] = b
+		bs = append(bs, b)
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, n)
@@ -78,10 +103,11 @@ func startInProcessCluster(tb testing.TB, n int, mods ...func(*Config)) []*Broke
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
-			tb.Fatalf("start node %d: %v", i+1, err)
+			shutdown()
+			return nil, fmt.Errorf("start node %d: %w", i+1, err)
 		}
 	}
-	return bs
+	return bs, nil
 }
 
 // TestProducerIDBlocksRace reserves producer-id blocks from all three nodes of a cluster at
