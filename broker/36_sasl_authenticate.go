@@ -83,6 +83,7 @@ func (a *connAuth) complete(b *Broker, rc *reqCtx, resp *kmsg.SASLAuthenticateRe
 		a.expires = now.Add(life)
 	}
 	a.principal, a.authMech, a.stage, a.reauth, a.exchange = principal, a.mech, saslDone, false, nil
+	a.open.Store(a.expires.IsZero())
 	rc.cs.frames.SetMaxFrameBytes(int32(b.cfg.SocketRequestMax))
 	b.metrics.authSucceeded()
 	return nil

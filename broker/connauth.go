@@ -2,6 +2,7 @@ package broker
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -29,6 +30,10 @@ const (
 // authentication has come. Requests of a connection run one at a time, but on different
 // workers, so it is guarded by a mutex.
 type connAuth struct {
+	// open is set while every request may run without a look at the rest: no SASL exchange
+	// pending and no session expiry. It keeps the per-request check lock-free.
+	open atomic.Bool
+
 	mu sync.Mutex
 	// principal is "Type:name"; anonymous until authenticated.
 	principal string
@@ -58,6 +63,7 @@ func newConnAuth(l *listenerSec, tlsPrincipal string) *connAuth {
 	if l != nil && l.sasl != nil {
 		a.sasl, a.stage = l.sasl, saslAwaitHandshake
 	}
+	a.open.Store(a.stage == saslDone)
 	return a
 }
 
@@ -83,6 +89,9 @@ func (a *connAuth) admits(key int16, now time.Time) bool {
 	switch kmsg.Key(key) {
 	case kmsg.ApiVersions, kmsg.SASLHandshake, kmsg.SASLAuthenticate:
 		// The SASL requests answer ILLEGAL_SASL_STATE themselves where they do not belong.
+		return true
+	}
+	if a.open.Load() {
 		return true
 	}
 	a.mu.Lock()
