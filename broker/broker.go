@@ -37,6 +37,9 @@ type Broker struct {
 	// brokers reach this node on.
 	listeners   map[string]*listenerSec
 	interBroker string
+	// peers opens the connections to other brokers, secured as interBroker is (peerdial.go);
+	// nil (plaintext) on a node that has none to connect to.
+	peers *peerDialer
 	// authz checks requests against the ACLs; nil without authorizer.class.name.
 	authz *authzCache
 	// clientQuotas are the client quotas and connection limits.
@@ -181,10 +184,12 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	if sec := listeners[interBroker]; cfg.QuorumVoters != "" && sec != nil && sec.protocol != protoPlaintext {
-		// Replica fetchers, transaction markers and forwarded requests dial other brokers in
-		// plaintext: a secured inter-broker listener would refuse them.
-		return nil, fmt.Errorf("inter-broker listener %s is %s: ringbroker's connections between brokers are plaintext only so far; in a cluster, name a PLAINTEXT listener in inter.broker.listener.name", interBroker, sec.protocol)
+	var peers *peerDialer
+	if cfg.QuorumVoters != "" && cfg.hasRole("broker") {
+		// Only a broker of a cluster connects to other brokers, on their inter-broker listener.
+		if peers, err = newPeerDialer(&cfg, interBroker, logger); err != nil {
+			return nil, err
+		}
 	}
 	authz, err := newAuthzCache(cfg.Security)
 	if err != nil {
@@ -206,6 +211,7 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 		}
 		return b.meta.Image()
 	}
+	b.peers = peers
 	scram.image.Store(&imageOf)
 	b.fetchers = newFetcherSet(b)
 	b.fetchSessions = newFetchSessionCache(int(cfg.FetchSessionSlots), cfg.FetchSessionEvictionMin)

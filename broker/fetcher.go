@@ -250,7 +250,7 @@ func (f *replicaFetcher) dial() (*replicaClient, error) {
 		return nil, fmt.Errorf("leader %d is not registered or fenced", f.leader)
 	}
 	addr := net.JoinHostPort(br.Host, strconv.Itoa(int(br.Port)))
-	conn, err := net.DialTimeout("tcp", addr, replicaSocketTimeout)
+	conn, err := f.b.peers.dial(f.leader, addr, replicaSocketTimeout)
 	if err != nil {
 		if errors.Is(err, syscall.ECONNREFUSED) {
 			// Nothing listens there: the leader's process is likely gone, and the controller

@@ -28,7 +28,7 @@ var followerProbes = [...]time.Duration{20 * time.Millisecond, 200 * time.Millis
 // refusesConnections reports whether a dial of addr is refused: nothing listens there. A
 // timeout or an accepted connection says nothing of the kind.
 func refusesConnections(addr string) bool {
-	conn, err := net.DialTimeout("tcp", addr, probeTimeout)
+	conn, err := dialPeerTCP(addr, probeTimeout)
 	if err == nil {
 		conn.Close()
 	}

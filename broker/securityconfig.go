@@ -52,9 +52,9 @@ type SecurityConfig struct {
 	SSLProtocol              string   // ssl.protocol
 	SSLCipherSuites          []string // ssl.cipher.suites; empty: Go's defaults
 	SSLPrincipalMappingRules string   // ssl.principal.mapping.rules
-	// SSLEndpointIdentification (ssl.endpoint.identification.algorithm) is a client setting that
-	// Kafka's sample configs also set on brokers; ringbroker's peer connections check the
-	// hostname when it is https.
+	// SSLEndpointIdentification (ssl.endpoint.identification.algorithm) is a client setting
+	// that applies to a broker's TLS connections to other brokers: https checks the peer's
+	// host name.
 	SSLEndpointIdentification string
 
 	// Authorizer (authorizer.class.name): empty allows every request, as Kafka without an
@@ -140,7 +140,7 @@ var securityConfigDefs = []brokerConfigDef{
 	stringDef("ssl.principal.mapping.rules", "DEFAULT", func(c *Config) *string { return &c.Security.SSLPrincipalMappingRules }, checkPrincipalRules,
 		"how a client certificate's distinguished name becomes a principal name: DEFAULT (the whole DN) or RULE:pattern/replacement/[LU],..."),
 	stringDef("ssl.endpoint.identification.algorithm", "https", func(c *Config) *string { return &c.Security.SSLEndpointIdentification }, nil,
-		"accepted as Kafka's sample configs set it on brokers; ringbroker's connections between brokers are plaintext so far"),
+		"https: a broker's TLS connections to other brokers check that the peer's certificate names the host dialed; empty: only that it is trusted"),
 	stringDef("authorizer.class.name", "", func(c *Config) *string { return &c.Security.Authorizer }, checkAuthorizer,
 		"empty: no authorization; org.apache.kafka.metadata.authorizer.StandardAuthorizer: Kafka's ACLs"),
 	stringDef("super.users", "", func(c *Config) *string { return &c.Security.SuperUsers }, nil,

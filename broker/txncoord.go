@@ -318,7 +318,7 @@ func (s *peerSender) send(leader int32, req kmsg.Request, resp kmsg.Response, ti
 			return fmt.Errorf("broker %d is not registered or fenced", leader)
 		}
 		addr := net.JoinHostPort(br.Host, strconv.Itoa(int(br.Port)))
-		conn, err := net.DialTimeout("tcp", addr, replicaSocketTimeout)
+		conn, err := s.b.peers.dial(leader, addr, replicaSocketTimeout)
 		if err != nil {
 			return fmt.Errorf("dial broker %d at %s: %w", leader, addr, err)
 		}
