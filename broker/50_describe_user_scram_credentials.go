@@ -3,9 +3,11 @@ package broker
 // DescribeUserScramCredentials (key 50), version 0.
 //
 // Behavior: lists the SCRAM mechanisms and iteration counts each user has credentials for
-// (never the credentials), all users when the request names none. A user named twice gets
-// DUPLICATE_RESOURCE, one without credentials RESOURCE_NOT_FOUND, as Kafka's
-// ScramControlManager. Needs DESCRIBE on the cluster (CLUSTER_AUTHORIZATION_FAILED).
+// (never the credentials), all users when the request names none (a null or an empty list:
+// the Java Admin client, so kafka-configs --describe --entity-type users, sends an empty one).
+// A user named twice gets one result, DUPLICATE_RESOURCE, one without credentials
+// RESOURCE_NOT_FOUND, with the messages of Kafka's ScramImage.describe. Needs DESCRIBE on the
+// cluster (CLUSTER_AUTHORIZATION_FAILED).
 //
 // Version notes: v0 is flexible.
 
@@ -47,25 +49,26 @@ func handleDescribeUserScramCredentials(b *Broker, rc *reqCtx, r kmsg.Request) {
 	if sec := b.meta.Image().Security; sec != nil {
 		creds = sec.Scram
 	}
-	users := make([]string, 0, len(req.Users))
-	for _, u := range req.Users {
-		users = append(users, u.Name)
-	}
-	if req.Users == nil {
-		users = slices.Sorted(maps.Keys(creds))
-	}
+	// users are the distinct users asked for, in request order; count says how often each was.
+	var users []string
 	count := map[string]int{}
-	for _, u := range users {
-		count[u]++
+	for _, u := range req.Users {
+		if count[u.Name] == 0 {
+			users = append(users, u.Name)
+		}
+		count[u.Name]++
+	}
+	if len(req.Users) == 0 {
+		users = slices.Sorted(maps.Keys(creds))
 	}
 	for _, u := range users {
 		res := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()
 		res.User = u
 		switch {
 		case count[u] > 1:
-			res.ErrorCode, res.ErrorMessage = kerr.DuplicateResource.Code, kmsg.StringPtr("Cannot describe SCRAM credentials for the same user twice in a single request")
+			res.ErrorCode, res.ErrorMessage = kerr.DuplicateResource.Code, kmsg.StringPtr("Cannot describe SCRAM credentials for the same user twice in a single request: "+u)
 		case len(creds[u]) == 0:
-			res.ErrorCode, res.ErrorMessage = kerr.ResourceNotFound.Code, kmsg.StringPtr("Attempt to describe a user credential that does not exist")
+			res.ErrorCode, res.ErrorMessage = kerr.ResourceNotFound.Code, kmsg.StringPtr("Attempt to describe a user credential that does not exist: "+u)
 		default:
 			for _, mech := range slices.Sorted(maps.Keys(creds[u])) {
 				info := kmsg.NewDescribeUserSCRAMCredentialsResponseResultCredentialInfo()

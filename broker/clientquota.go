@@ -230,6 +230,13 @@ func (q *clientQuotas) admit(cs *connState, b *Broker) {
 	default:
 		b.logger.Info("connection refused", "listener", cs.listenerName(), "remote", cs.c.RemoteAddr().String(), "reason", a.Err)
 		cs.mute()
+		if a.Delay <= 0 {
+			// Closed from OnOpen, the connection never has a request served: both backends
+			// see the Close before they deliver its first bytes (a Close from a timer could
+			// come after them, and its first request be answered).
+			cs.c.Close()
+			return
+		}
 		time.AfterFunc(a.Delay, func() { cs.c.Close() })
 	}
 }
