@@ -163,3 +163,48 @@ func TestControllerMutationQuota(t *testing.T) {
 		}
 	})
 }
+
+// TestMaxConnections: at max.connections a new connection is held unread, its request not
+// answered, until another connection closes; then it is served.
+func TestMaxConnections(t *testing.T) {
+	forBackends(t, func(t *testing.T, backend string) {
+		b := startBroker(t, backend, t.TempDir(), "max.connections=2")
+		// ApiVersions v0: key 18, version 0, correlation id 1, null client id, no body.
+		apiVersions := []byte{0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 1, 0xff, 0xff}
+		answered := func(c net.Conn, within time.Duration) bool {
+			c.SetReadDeadline(time.Now().Add(within))
+			_, err := c.Read(make([]byte, 4))
+			return err == nil
+		}
+		var conns []net.Conn
+		for range 3 {
+			c, err := net.DialTimeout("tcp", b.Addr().String(), 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			if _, err := c.Write(apiVersions); err != nil {
+				t.Fatal(err)
+			}
+			conns = append(conns, c)
+		}
+		// Which connection waits depends on the order the broker opened them in.
+		time.Sleep(500 * time.Millisecond)
+		waiting := -1
+		for i, c := range conns {
+			if !answered(c, 300*time.Millisecond) {
+				if waiting >= 0 {
+					t.Fatalf("connections %d and %d were not answered; want one held at max.connections=2", waiting, i)
+				}
+				waiting = i
+			}
+		}
+		if waiting < 0 {
+			t.Fatal("all 3 connections were answered at max.connections=2")
+		}
+		conns[(waiting+1)%3].Close()
+		if !answered(conns[waiting], 5*time.Second) {
+			t.Fatal("the waiting connection was not served after another closed")
+		}
+	})
+}

@@ -171,6 +171,12 @@ func (h *connHandler) OnData(c ring.Conn, data []byte) (ring.Next, error) {
 		return ring.Next{}, errNotReady
 	}
 	cs := c.Context().(*connState)
+	if cs.muted() {
+		// Held by a quota (a connection waiting for a slot, a creation-rate delay, a
+		// throttle): its bytes stay unread until Resume, as Kafka leaves a muted channel.
+		cs.b.metrics.connPaused()
+		return ring.Next{Pause: true}, nil
+	}
 	n, err := cs.frames.Feed(data, cs.onFrame)
 	if err != nil {
 		return ring.Next{}, err
