@@ -30,7 +30,7 @@ COMPARE_OUT          ?= results/compare-$(shell date +%Y%m%d-%H%M%S)
 UNIT_PKGS = $(shell $(GO) list -e ./... 2>/dev/null | grep -v '/e2e$$')
 
 .NOTPARALLEL:
-.PHONY: all build run test unit e2e chaos bench compare compare-cluster profile fuzz-short vet deps deps-go deps-kcat deps-kafka clean
+.PHONY: all build run test unit e2e chaos bench compare compare-cluster profile fuzz-short vet deps deps-go deps-kcat deps-kafka deps-systemd dist clean
 
 all: build
 
@@ -41,6 +41,27 @@ build:
 		echo "$(GO) build $(GOLDFLAGS) -o $(BIN)/ringbench ./cmd/ringbench"; \
 		$(GO) build $(GOLDFLAGS) -o $(BIN)/ringbench ./cmd/ringbench; \
 	fi
+
+# make dist: the tarball for bare metal, $(DIST)/ringbroker-$(VERSION)-linux-$(ARCH).tar.gz: a
+# static bin/ringbroker, config/server.properties, the systemd unit and user (systemd/), the
+# Grafana dashboard (grafana/), README.md and METRICS.md, and LICENSE and NOTICE if present.
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+ARCH     ?= $(shell $(GO) env GOARCH)
+DIST     ?= dist
+DIST_DIR  = $(DIST)/ringbroker-$(VERSION)-linux-$(ARCH)
+
+dist:
+	rm -rf $(DIST_DIR) $(DIST_DIR).tar.gz
+	mkdir -p $(DIST_DIR)/bin $(DIST_DIR)/config $(DIST_DIR)/systemd $(DIST_DIR)/grafana
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) $(GO) build $(GOLDFLAGS) -trimpath -o $(DIST_DIR)/bin/ringbroker ./cmd/ringbroker
+	cp deploy/config/server.properties $(DIST_DIR)/config/
+	cp deploy/systemd/ringbroker.service deploy/systemd/ringbroker.sysusers $(DIST_DIR)/systemd/
+	cp deploy/grafana/ringbroker.json $(DIST_DIR)/grafana/
+	cp README.md docs/METRICS.md $(DIST_DIR)/
+	for f in LICENSE LICENSE.md NOTICE; do if [ -f $$f ]; then cp $$f $(DIST_DIR)/; fi; done
+	tar -C $(DIST) --sort=name --owner=0 --group=0 --numeric-owner -czf $(DIST_DIR).tar.gz $(notdir $(DIST_DIR))
+	rm -rf $(DIST_DIR)
+	@echo "$(DIST_DIR).tar.gz"
 
 # No config: one node, data in ./data, clients on 127.0.0.1:9092, metrics on 127.0.0.1:9644.
 run: build
@@ -93,7 +114,7 @@ vet:
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(GOLDFLAGS) ./...
 
-deps: deps-go deps-kcat deps-kafka deps-clients
+deps: deps-go deps-kcat deps-kafka deps-clients deps-systemd
 
 deps-go:
 	$(GO) mod download
@@ -102,6 +123,11 @@ deps-kcat:
 	@command -v kcat >/dev/null 2>&1 || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y kcat; }
 
 deps-kafka: $(KAFKA_STAMP)
+
+# systemd-analyze and systemd-sysusers, which deploy/deploy_test.go checks the systemd unit with.
+deps-systemd:
+	@command -v systemd-analyze >/dev/null 2>&1 && command -v systemd-sysusers >/dev/null 2>&1 || \
+		{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y systemd; }
 
 # Other clients for e2e/clients_test.go and e2e/txn_python_test.go, pinned: kafka-python and
 # confluent-kafka (its wheel bundles librdkafka) from PyPI, kafkajs from npm.
@@ -132,4 +158,4 @@ $(KAFKA_STAMP): tools/kafka/pom.xml
 	touch $@
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) $(DIST)

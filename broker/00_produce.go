@@ -362,7 +362,7 @@ func (b *Broker) appendToPartition(p *partition, limits *produceLimits, records 
 		sp.LogAppendTime = now.UnixMilli()
 	}
 	if !res.Duplicate {
-		b.metrics.topicBytesIn(p.topic, len(records))
+		p.countIn(len(records), res.LastOffset-res.BaseOffset+1)
 		p.afterLeaderAppend(b.cfg.NodeID)
 		p.wakeWaiters()
 	}

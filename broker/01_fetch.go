@@ -339,6 +339,7 @@ func (f *fetchOp) attemptLocked(final bool) bool {
 		return false
 	}
 	f.finishLocked()
+	b.metrics.fetchServed(f.replica >= 0, f.rc.start)
 	switch {
 	case f.session != nil:
 		f.session.commitSent()
@@ -590,7 +591,7 @@ func (a *fetchAttempt) read(topic *meta.Topic, name string, index int32, pf part
 	if throttled {
 		b.quotas.leader.record(a.now, len(rr.Data))
 	}
-	b.metrics.topicBytesOut(p.topic, len(rr.Data))
+	p.countOut(len(rr.Data), f.replica >= 0)
 	return fp, rr.Data
 }
 

@@ -169,7 +169,7 @@ func (b *Broker) appendTxnMarker(p *partition, m *kmsg.WriteTxnMarkersRequestMar
 		}
 		return code, 0
 	}
-	b.metrics.topicBytesIn(p.topic, len(batch))
+	p.countIn(len(batch), res.LastOffset-res.BaseOffset+1)
 	p.afterLeaderAppend(b.cfg.NodeID)
 	p.wakeWaiters()
 	if p.topic == offsetsTopic {

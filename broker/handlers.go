@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"ringbroker/internal/affinity"
 	"ringbroker/internal/mpsc"
@@ -26,6 +27,8 @@ type handlerPool struct {
 	// byLoop[i] are the workers of event loop i.
 	byLoop [][]*worker
 	all    []*worker
+	// epoch is when the pool started; workers' idle times are measured from it.
+	epoch time.Time
 	// flat makes every worker serve every loop (netpoll has a single loop).
 	flat atomic.Bool
 	stop chan struct{}
@@ -37,13 +40,29 @@ type worker struct {
 	q *mpsc.Queue[task]
 	// idle is set while the worker waits for work, so dispatch prefers it.
 	idle atomic.Bool
+	// idleNanos is the time the worker has waited for work, but for a wait in progress, which
+	// began idleSince (nanoseconds after the pool's epoch, plus one; 0 while working): Kafka's
+	// RequestHandlerAvgIdlePercent (kafkametrics.go).
+	idleNanos, idleSince atomic.Int64
+}
+
+// wait blocks until the worker has work (true) or the pool stops (false), idle meanwhile.
+func (w *worker) wait(stop <-chan struct{}, epoch time.Time) bool {
+	since := int64(time.Since(epoch)) + 1
+	w.idleSince.Store(since)
+	w.idle.Store(true)
+	ok := w.q.Wait(stop)
+	w.idle.Store(false)
+	w.idleSince.Store(0)
+	w.idleNanos.Add(int64(time.Since(epoch)) + 1 - since)
+	return ok
 }
 
 // newHandlerPool starts total workers (at least one per loop) spread over loops event loops.
 func newHandlerPool(total, loops int, pin bool) *handlerPool {
 	loops = max(loops, 1)
 	per := max(total/loops, 1)
-	p := &handlerPool{byLoop: make([][]*worker, loops), stop: make(chan struct{})}
+	p := &handlerPool{byLoop: make([][]*worker, loops), stop: make(chan struct{}), epoch: time.Now()}
 	for l := range loops {
 		for range per {
 			w := &worker{q: mpsc.New[task]()}
@@ -67,10 +86,7 @@ func (p *handlerPool) work(w *worker, loop int, pin bool) {
 	for {
 		n := w.q.Pop()
 		if n == nil {
-			w.idle.Store(true)
-			ok := w.q.Wait(p.stop)
-			w.idle.Store(false)
-			if !ok {
+			if !w.wait(p.stop, p.epoch) {
 				return
 			}
 			continue

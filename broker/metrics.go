@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,15 +22,22 @@ type brokerMetrics struct {
 	// authOK and authFailed count SASL authentications, as Kafka's successful-authentication-total
 	// and failed-authentication-total.
 	authOK, authFailedC *metrics.Counter
-	bytesIn             *metrics.Counter
 	bytesOutC           *metrics.Counter
 	backend             atomic.Value // string
-	topicBytes          *metrics.Set
-	topicCache          sync.Map // topic name -> *topicCounters
+
+	// The metrics with Kafka's names (kafkametrics.go): the BrokerTopicMetrics of each topic,
+	// each API's latencies, those of Fetch by consumers and by followers, log flush times and
+	// the handler workers' idle time.
+	topics                       topicStatsSet
+	reqHists                     [apiKeyLimit]atomic.Pointer[latencyHist]
+	fetchConsumer, fetchFollower *latencyHist
+	flush                        *latencyHist
+	handlerIdle                  idleGauge
 }
 
 func newBrokerMetrics() *brokerMetrics {
-	m := &brokerMetrics{set: metrics.NewSet(), topicBytes: metrics.NewSet()}
+	now := time.Now()
+	m := &brokerMetrics{set: metrics.NewSet(), fetchConsumer: newLatencyHist(now), fetchFollower: newLatencyHist(now), flush: newLatencyHist(now)}
 	for k := int16(0); k < apiKeyLimit; k++ {
 		name := kmsg.NameForKey(k)
 		if name == "" || name == "Unknown" {
@@ -45,7 +51,6 @@ func newBrokerMetrics() *brokerMetrics {
 	m.authOK = m.set.NewCounter("ringbroker_successful_authentication_total")
 	m.authFailedC = m.set.NewCounter("ringbroker_failed_authentication_total")
 	m.set.NewGauge("ringbroker_connections", func() float64 { return float64(m.connsOpen.Load()) })
-	m.bytesIn = m.set.NewCounter("ringbroker_bytes_in_total")
 	m.bytesOutC = m.set.NewCounter("ringbroker_bytes_out_total")
 	m.backend.Store("")
 	return m
@@ -57,6 +62,7 @@ func (m *brokerMetrics) observe(key int16, d time.Duration) {
 	}
 	m.requests[key].Inc()
 	m.latency[key].Update(d.Seconds())
+	m.requestHist(key).observe(d)
 }
 
 func (m *brokerMetrics) connOpened()         { m.connsOpen.Add(1); m.accepted.Inc() }
@@ -86,41 +92,19 @@ func (m *brokerMetrics) watchFetchSessions(c *fetchSessionCache) {
 	})
 }
 
-// topicBytesIn counts produced bytes per topic.
-func (m *brokerMetrics) topicBytesIn(topic string, n int) {
-	m.bytesIn.Add(n)
-	m.countersOf(topic).in.Add(n)
-}
-
-// topicBytesOut counts fetched bytes per topic.
-func (m *brokerMetrics) topicBytesOut(topic string, n int) {
-	m.countersOf(topic).out.Add(n)
-}
-
-// topicCounters are the per-topic byte counters, looked up by topic name on every Produce and
-// Fetch partition; the cache spares formatting the metric name each time.
-type topicCounters struct{ in, out *metrics.Counter }
-
-func (m *brokerMetrics) countersOf(topic string) *topicCounters {
-	if tc, ok := m.topicCache.Load(topic); ok {
-		return tc.(*topicCounters)
-	}
-	tc := &topicCounters{
-		in:  m.topicBytes.GetOrCreateCounter(fmt.Sprintf(`ringbroker_topic_bytes_in_total{topic=%q}`, topic)),
-		out: m.topicBytes.GetOrCreateCounter(fmt.Sprintf(`ringbroker_topic_bytes_out_total{topic=%q}`, topic)),
-	}
-	actual, _ := m.topicCache.LoadOrStore(topic, tc)
-	return actual.(*topicCounters)
-}
-
 // handler serves /metrics in the Prometheus text format.
 func (m *brokerMetrics) handler(b *Broker) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
 		m.set.WritePrometheus(w)
-		m.topicBytes.WritePrometheus(w)
+		if err := writeKafkaMetrics(w, b); err != nil {
+			b.logger.Debug("metrics: write", "err", err)
+			return
+		}
 		writeRingMetrics(w, b)
 		metrics.WriteProcessMetrics(w)
+		// Open descriptors against the limit: one per segment and per connection.
+		metrics.WriteFDMetrics(w)
 	})
 	return mux
 }

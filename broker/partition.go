@@ -38,6 +38,8 @@ type partition struct {
 	topicID meta.UUID
 	index   int32
 	log     *rlog.Log
+	// stats are the topic's BrokerTopicMetrics, which appends and fetches of p count in.
+	stats *topicStats
 
 	// st is this broker's role and the partition's ISR, from the latest image.
 	st atomic.Pointer[replicaState]
@@ -246,12 +248,12 @@ func (b *Broker) openPartition(logDir string, t *meta.Topic, index int32) (*part
 		LeaderEpoch: t.Partitions[index].LeaderEpoch, CleanShutdown: b.startup.clean,
 		RecoveryPoint:  b.startup.recoveryPoints[rlog.TopicPartition{Topic: t.Name, Partition: index}],
 		LogStartOffset: b.startup.logStarts[rlog.TopicPartition{Topic: t.Name, Partition: index}],
-		Writeback:      b.writeback}
+		Writeback:      b.writeback, OnFlush: b.metrics.flushed}
 	l, err := rlog.Open(dir, b.logConfigFor(t), opts)
 	if err != nil {
 		return nil, fmt.Errorf("open partition %s-%d: %w", t.Name, index, err)
 	}
-	p := &partition{topic: t.Name, topicID: t.ID, index: index, log: l, configs: t.Configs}
+	p := &partition{topic: t.Name, topicID: t.ID, index: index, log: l, configs: t.Configs, stats: b.metrics.topics.of(t.Name)}
 	p.initHW(b.startup.highWatermarks[rlog.TopicPartition{Topic: t.Name, Partition: index}])
 	b.registerCompaction(p, t)
 	return p, nil

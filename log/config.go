@@ -119,4 +119,7 @@ type Options struct {
 	// Writeback, when set, keeps the log's page cache to its window (log.cache.window.bytes);
 	// nil leaves the page cache to the kernel.
 	Writeback *Writeback
+	// OnFlush, when set, is told how long each flush that fsynced something took, as Kafka's
+	// LogFlushRateAndTimeMs times them. It runs on the flushing goroutine and must not block.
+	OnFlush func(time.Duration)
 }

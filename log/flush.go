@@ -39,6 +39,7 @@ func (l *Log) FlushIfDue() error {
 func (l *Log) flushUpTo(upto int64) error {
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
+	start, synced := l.opts.Now(), false
 	segsp := l.segs.Load()
 	if segsp == nil {
 		return fmt.Errorf("flush %s: %w", l.dir, ErrClosed)
@@ -56,6 +57,7 @@ func (l *Log) flushUpTo(upto int64) error {
 		s.dirty.Store(false)
 		err := s.sync()
 		s.decRef()
+		synced = true
 		if err != nil {
 			s.dirty.Store(true)
 			return fmt.Errorf("flush %s: %w", l.dir, err)
@@ -66,10 +68,15 @@ func (l *Log) flushUpTo(upto int64) error {
 			l.dirDirty.Store(true)
 			return fmt.Errorf("flush %s: %w", l.dir, err)
 		}
+		synced = true
 	}
 	if upto > l.recoveryPoint.Load() {
 		l.recoveryPoint.Store(upto)
 	}
-	l.lastFlushNanos.Store(l.opts.Now().UnixNano())
+	now := l.opts.Now()
+	l.lastFlushNanos.Store(now.UnixNano())
+	if synced && l.opts.OnFlush != nil {
+		l.opts.OnFlush(now.Sub(start))
+	}
 	return nil
 }

@@ -572,6 +572,29 @@ func TestFlushIfDue(t *testing.T) {
 	}
 }
 
+// TestOnFlushTimesFlushes reports each flush that fsynced something, with its duration on the
+// log's clock, and stays quiet for a flush with nothing to write.
+func TestOnFlushTimesFlushes(t *testing.T) {
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { now = now.Add(7 * time.Millisecond); return now }
+	var got []time.Duration
+	l := mustOpen(t, t.TempDir(), testConfig(), Options{Now: clock, OnFlush: func(d time.Duration) { got = append(got, d) }})
+	defer l.Close()
+	mustAppend(t, l, makeBatch(t, plain(3, 10, 0)))
+	if err := l.Flush(); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	if len(got) != 1 || got[0] <= 0 {
+		t.Fatalf("OnFlush after a flush of 3 records: %v; want one positive duration", got)
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatalf("second Flush: %v", err)
+	}
+	if len(got) != 1 {
+		t.Fatalf("OnFlush after a flush with nothing dirty: %v; want no new call", got)
+	}
+}
+
 func TestConfigValidation(t *testing.T) {
 	for _, mut := range []func(*Config){
 		func(c *Config) { c.SegmentBytes = 10 },
