@@ -81,6 +81,9 @@ func run(args []string) error {
 		}
 	}
 
+	// Signals are caught from here on, so a SIGTERM during start still shuts down cleanly.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	b, err := broker.New(cfg, logger)
 	if err != nil {
 		return err
@@ -93,8 +96,6 @@ func run(args []string) error {
 	sizeScheduler(b, logger)
 	logger.Info("ringbroker started", "addr", b.Addr().String(), "io", b.Backend(), "gomaxprocs", runtime.GOMAXPROCS(0))
 
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	s := <-sig
 	logger.Info("shutting down", "signal", s.String())
 	ctx, cancel := context.WithTimeout(context.Background(), *shutdownTimeout)
