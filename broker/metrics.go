@@ -120,6 +120,7 @@ func (m *brokerMetrics) handler(b *Broker) http.Handler {
 		m.set.WritePrometheus(w)
 		m.topicBytes.WritePrometheus(w)
 		writeRingMetrics(w, b)
+		b.telemetry.writePrometheus(w)
 		metrics.WriteProcessMetrics(w)
 	})
 	return mux
