@@ -274,3 +274,62 @@ func TestClientMetricsConfigResources(t *testing.T) {
 		}
 	})
 }
+
+// TestClientMetricsAuthorization: as Kafka, client metrics resources and ListConfigResources
+// need DESCRIBE_CONFIGS (describe, list) and ALTER_CONFIGS (alter) on the cluster, refused
+// with CLUSTER_AUTHORIZATION_FAILED.
+func TestClientMetricsAuthorization(t *testing.T) {
+	b := authzBroker(t, "netpoll")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin := userClient(t, b, "admin", kgo.DisableClientMetrics())
+	alice := userClient(t, b, "alice", kgo.DisableClientMetrics())
+	if code, msg := alterClientMetricsReq(ctx, t, admin, "s", false, cmOp(opSet, "metrics", "*")); code != 0 {
+		t.Fatalf("admin's alter: %d %s", code, msg)
+	}
+	list := func(cl *kgo.Client) int16 {
+		resp, err := kmsg.NewPtrListConfigResourcesRequest().RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.ErrorCode
+	}
+	check := func(what string, wantDescribe, wantAlter *kerr.Error) {
+		t.Helper()
+		wantCode(t, what+": ListConfigResources", list(alice), wantDescribe)
+		wantCode(t, what+": DescribeConfigs", describeClientMetricsReq(ctx, t, alice, "s").ErrorCode, wantDescribe)
+		code, _ := alterClientMetricsReq(ctx, t, alice, "s", false, cmOp(opSet, "interval.ms", "1000"))
+		wantCode(t, what+": IncrementalAlterConfigs", code, wantAlter)
+	}
+	check("without ACLs", kerr.ClusterAuthorizationFailed, kerr.ClusterAuthorizationFailed)
+	createACLs(t, ctx, admin, allowACL(kmsg.ACLResourceTypeCluster, "kafka-cluster", "alice", kmsg.ACLOperationDescribeConfigs))
+	check("with DESCRIBE_CONFIGS on the cluster", nil, kerr.ClusterAuthorizationFailed)
+	createACLs(t, ctx, admin, allowACL(kmsg.ACLResourceTypeCluster, "kafka-cluster", "alice", kmsg.ACLOperationAlterConfigs))
+	check("with ALTER_CONFIGS too", nil, nil)
+}
+
+// FuzzParseSubscription: any subscription configs are accepted or refused with INVALID_REQUEST
+// or INVALID_CONFIG, never a panic; an accepted one has an interval within Kafka's bounds and
+// a pattern for each selector it names.
+func FuzzParseSubscription(f *testing.F) {
+	f.Add("s", "org.apache.kafka.producer.,*", "1000", "client_id=app-.*,client_software_name=apache-kafka-java")
+	f.Add("", "", "abc", "client_id")
+	f.Add("s", " ", " 100 ", "client_source_port=5[0-9]{3}")
+	f.Fuzz(func(t *testing.T, name, metrics, interval, match string) {
+		s, code, msg := parseSubscription(name, map[string]string{cmMetrics: metrics, cmInterval: interval, cmMatch: match})
+		if code != nil {
+			if code != kerr.InvalidRequest && code != kerr.InvalidConfig || msg == "" {
+				t.Fatalf("refused with %v %q", code, msg)
+			}
+			return
+		}
+		if s.interval < cmIntervalMin || s.interval > cmIntervalMax || s.name != name {
+			t.Fatalf("accepted %q with interval %d", name, s.interval)
+		}
+		for sel, re := range s.match {
+			if !slices.Contains(matchSelectors, sel) || re == nil {
+				t.Fatalf("accepted a pattern for %q", sel)
+			}
+		}
+	})
+}

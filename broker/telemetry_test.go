@@ -380,3 +380,64 @@ func TestTelemetryBounds(t *testing.T) {
 		t.Fatalf("a new instance past the cap: %d instances, the least recently seen kept: %v", len(tel.instances), ok)
 	}
 }
+
+// promLine is a sample line of the Prometheus text format with labels.
+var promLine = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*\{[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\["\\n])*"(?:,[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\["\\n])*")*\} \S+$`)
+
+// FuzzTelemetryRecord: whatever OTLP a client pushes, the series recorded from it render as
+// valid Prometheus sample lines, with no label name twice and none starting with "__", and
+// stay within the bounds.
+func FuzzTelemetryRecord(f *testing.F) {
+	f.Add(otlpPush(3, 1.5))
+	f.Add(otlp.AppendMetricsData(nil, []otlp.Attribute{{Key: "a\"b", Value: "x\\y\nz"}, {Key: "", Value: ""}, {Key: "client_id", Value: "x"}},
+		[]otlp.Point{{Metric: "é.ü/1", Kind: otlp.Gauge, Value: 1, Attributes: []otlp.Attribute{{Key: "__x", Value: "\xff"}, {Key: "1", Value: "2"}}}}))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		points, err := otlp.Decode(data, telemetryMaxPoints)
+		if err != nil {
+			return
+		}
+		tel := newTelemetry(1<<20, slog.New(slog.DiscardHandler))
+		tel.mu.Lock()
+		inst := tel.instance(meta.NewUUID(), clientInfo{clientID: "c\"1", softwareName: "s", softwareVersion: "1", address: "::1"}, time.Unix(1, 0))
+		tel.record(inst, points, time.Unix(1, 0))
+		if tel.series > telemetrySeriesPerClient || tel.series != len(inst.series) {
+			t.Fatalf("%d series counted, %d kept", tel.series, len(inst.series))
+		}
+		tel.mu.Unlock()
+		var page bytes.Buffer
+		tel.writePrometheus(&page)
+		for _, l := range strings.Split(strings.TrimSuffix(page.String(), "\n"), "\n") {
+			if strings.HasPrefix(l, "ringbroker_") {
+				continue
+			}
+			if !promLine.MatchString(l) {
+				t.Fatalf("not a Prometheus sample line: %q", l)
+			}
+			seen := map[string]bool{}
+			for _, name := range labelNames(l[strings.IndexByte(l, '{')+1:]) {
+				if seen[name] || strings.HasPrefix(name, "__") {
+					t.Fatalf("label %q twice or reserved in %q", name, l)
+				}
+				seen[name] = true
+			}
+		}
+	})
+}
+
+// labelNames returns the label names of a well-formed label set (after its '{').
+func labelNames(s string) []string {
+	var names []string
+	for len(s) > 0 && s[0] != '}' {
+		eq := strings.Index(s, "=\"")
+		names = append(names, strings.TrimPrefix(s[:eq], ","))
+		i := eq + 2
+		for s[i] != '"' {
+			if s[i] == '\\' {
+				i++
+			}
+			i++
+		}
+		s = s[i+1:]
+	}
+	return names
+}
