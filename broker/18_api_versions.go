@@ -11,10 +11,12 @@ package broker
 // (INVALID_REQUEST otherwise), and the response lists the supported and finalized features
 // (features.go; kafka-features describe); from v5 a client that names the cluster and node it expects gets
 // REBOOTSTRAP_REQUIRED when either is not us, and INVALID_REQUEST when it names only one of them
-// (KIP-1242).
+// (KIP-1242). A valid client software name and version is kept with the connection for client
+// metrics subscriptions (telemetry.go).
 
 import (
 	"regexp"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -34,6 +36,9 @@ func handleAPIVersions(b *Broker, rc *reqCtx, r kmsg.Request) {
 	}
 	if req.Version >= 3 && (!clientSoftwarePattern.MatchString(req.ClientSoftwareName) || !clientSoftwarePattern.MatchString(req.ClientSoftwareVersion)) {
 		resp.ErrorCode = kerr.InvalidRequest.Code
+	} else if req.Version >= 3 {
+		// Kept for client metrics subscriptions, as Kafka keeps a valid request's client information.
+		rc.cs.software.Store(&clientSoftware{strings.Clone(req.ClientSoftwareName), strings.Clone(req.ClientSoftwareVersion)})
 	}
 	if req.Version >= 5 && resp.ErrorCode == 0 {
 		switch {

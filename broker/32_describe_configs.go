@@ -10,9 +10,12 @@ package broker
 // and ignored keys), read-only unless dynamic, each with its source and, when asked, synonyms
 // (dynconf.go); another node's id is INVALID_REQUEST, as Kafka. The empty broker name (the
 // cluster-wide default) lists the dynamic default broker configs only. Broker loggers list the
-// one logger, root, with its level (loggers.go). Authorization, as Kafka's ConfigHelper: DESCRIBE_CONFIGS on the topic
-// (TOPIC_AUTHORIZATION_FAILED), on the cluster for brokers and broker loggers
-// (CLUSTER_AUTHORIZATION_FAILED), with Kafka's message and no configs.
+// one logger, root, with its level (loggers.go). Client metrics resources (KIP-714
+// subscriptions) list their three keys, each with its configured value or default
+// (clientmetricsconfig.go); an empty name is INVALID_REQUEST. Authorization, as Kafka's
+// ConfigHelper: DESCRIBE_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED), on the cluster for
+// brokers, broker loggers and client metrics (CLUSTER_AUTHORIZATION_FAILED), with Kafka's
+// message and no configs.
 //
 // Version notes: v3 adds config types (documentation is not sent); v4 is flexible.
 
@@ -95,6 +98,13 @@ func handleDescribeConfigs(b *Broker, rc *reqCtx, r kmsg.Request) {
 				break
 			}
 			rr.Configs = b.describeLoggers(want)
+		case kmsg.ConfigResourceTypeClientMetrics:
+			cfgs, code, msg := describeClientMetrics(im, res.ResourceName, want, req.IncludeSynonyms)
+			if code != nil {
+				rr.ErrorCode, rr.ErrorMessage = code.Code, kmsg.StringPtr(msg)
+				break
+			}
+			rr.Configs = cfgs
 		default:
 			rr.ErrorCode = kerr.InvalidRequest.Code
 			rr.ErrorMessage = kmsg.StringPtr("ringbroker does not describe configs of resource type " + strconv.Itoa(int(res.ResourceType)))

@@ -5,10 +5,11 @@ package broker
 // Behavior: the older, non-incremental form of IncrementalAlterConfigs (sarama and kafka-python
 // use it): each resource's configs replace all of its overrides, so a key not listed is
 // deleted. Topic resources alter topic overrides, broker resources (a node id, or "" for the
-// cluster-wide default) the dynamic broker configs, both validated and committed as
-// IncrementalAlterConfigs does them (its SETs and DELETEs); validate_only checks without
-// committing. A null value is INVALID_REQUEST; other resource types are refused. Authorization
-// is IncrementalAlterConfigs': ALTER_CONFIGS on the topic or the cluster.
+// cluster-wide default) the dynamic broker configs, client metrics resources the KIP-714
+// subscriptions, all validated and committed as IncrementalAlterConfigs does them (its SETs
+// and DELETEs); validate_only checks without committing. A null value is INVALID_REQUEST;
+// other resource types are refused. Authorization is IncrementalAlterConfigs': ALTER_CONFIGS
+// on the topic or the cluster.
 //
 // Version notes: v1 is the same as v0; v2 is flexible.
 
@@ -33,7 +34,7 @@ func handleAlterConfigs(b *Broker, rc *reqCtx, r kmsg.Request) {
 
 // replaceConfigsOps turns an AlterConfigs resource into the IncrementalAlterConfigs operations
 // with the same outcome: a SET for each config listed and a DELETE for each current override
-// (topic config, or dynamic broker config of the resource) that is not.
+// (topic config, dynamic broker config or client metrics key of the resource) that is not.
 func (b *Broker) replaceConfigsOps(res kmsg.AlterConfigsRequestResource) kmsg.IncrementalAlterConfigsRequestResource {
 	out := kmsg.NewIncrementalAlterConfigsRequestResource()
 	out.ResourceType, out.ResourceName = res.ResourceType, res.ResourceName
@@ -53,6 +54,8 @@ func (b *Broker) replaceConfigsOps(res kmsg.AlterConfigsRequestResource) kmsg.In
 		}
 	case kmsg.ConfigResourceTypeBroker:
 		cur = im.BrokerConfigs[res.ResourceName]
+	case kmsg.ConfigResourceTypeClientMetrics:
+		cur = im.ClientMetrics[res.ResourceName]
 	}
 	for k := range cur {
 		if !listed[k] {

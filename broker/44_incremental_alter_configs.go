@@ -9,9 +9,13 @@ package broker
 // Broker resources (a node id, or "" for the cluster-wide default) alter the dynamic broker
 // configs (dynconf.go): committed as BrokerConfig records, applied live by every node; read-only
 // keys are INVALID_REQUEST ("Cannot update these configs dynamically"), as Kafka answers.
-// Broker loggers are refused with INVALID_REQUEST. Authorization, as Kafka's: ALTER_CONFIGS on
-// the topic (TOPIC_AUTHORIZATION_FAILED), on the cluster for brokers and broker loggers
-// (CLUSTER_AUTHORIZATION_FAILED), with Kafka's message, before anything else of the resource.
+// Broker loggers change the root logger's level live (loggers.go). Client metrics resources
+// (KIP-714 subscriptions: metrics, interval.ms, match) are validated whole as Kafka's
+// controller validates them and committed as ClientMetricsConfig records; deleting every key
+// removes the subscription (clientmetricsconfig.go). Authorization, as Kafka's: ALTER_CONFIGS on
+// the topic (TOPIC_AUTHORIZATION_FAILED), on the cluster for brokers, broker loggers and client
+// metrics (CLUSTER_AUTHORIZATION_FAILED), with Kafka's message, before anything else of the
+// resource.
 //
 // Version notes: v1 is flexible.
 
@@ -93,6 +97,8 @@ func (b *Broker) alterConfigs(res kmsg.IncrementalAlterConfigsRequestResource, v
 		return b.alterBrokerConfigs(res, validateOnly)
 	case kmsg.ConfigResourceTypeBrokerLogger:
 		return b.alterLoggers(res, validateOnly)
+	case kmsg.ConfigResourceTypeClientMetrics:
+		return b.alterClientMetrics(res, validateOnly)
 	default:
 		return kerr.InvalidRequest, "unsupported resource type"
 	}

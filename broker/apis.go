@@ -67,6 +67,9 @@ func servedAPIs() []*api {
 		describeQuorumAPI,
 		updateFeaturesAPI,
 		describeProducersAPI,
+		getTelemetrySubscriptionsAPI,
+		pushTelemetryAPI,
+		listConfigResourcesAPI,
 		describeTopicPartitionsAPI,
 	}
 }
@@ -77,10 +80,16 @@ type apiTable [apiKeyLimit]*api
 // apiKeyLimit bounds the API keys the table can hold; Kafka's keys are below 100.
 const apiKeyLimit = 128
 
-func newAPITable() *apiTable {
+// newAPITable indexes the APIs served. Without a telemetry receiver (ringbroker's is /metrics)
+// GetTelemetrySubscriptions and PushTelemetry are left out, as Kafka leaves them out of
+// ApiVersions without a client telemetry plugin, so that clients do not push for nothing.
+func newAPITable(telemetryReceiver bool) *apiTable {
 	var t apiTable
 	for _, a := range slices.Concat(servedAPIs(), groupAPIs(), txnAPIs()) {
 		t[a.key] = a
+	}
+	if !telemetryReceiver {
+		t[kmsg.GetTelemetrySubscriptions], t[kmsg.PushTelemetry] = nil, nil
 	}
 	return &t
 }

@@ -46,6 +46,8 @@ type Broker struct {
 	clientQuotas *clientQuotas
 	// logLevels is the process's log level, which broker-logger configs change.
 	logLevels logLevels
+	// telemetry is the client metrics (KIP-714) clients push (telemetry.go).
+	telemetry *telemetry
 
 	// controllerMu serialises controller decisions (validate, then commit) so two CreateTopics
 	// cannot both pass validation for the same name.
@@ -199,12 +201,12 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Broker{listeners: listeners, interBroker: interBroker, authz: authz, clientQuotas: quotas, cfg: cfg, logger: logger, metrics: newBrokerMetrics(), apis: newAPITable(),
+	b := &Broker{listeners: listeners, interBroker: interBroker, authz: authz, clientQuotas: quotas, cfg: cfg, logger: logger, metrics: newBrokerMetrics(), apis: newAPITable(cfg.MetricsListen != ""),
 		codecs: wire.NewCodecs(), groupsLoaded: map[int32]int32{}, txnsLoaded: map[int32]int32{}, reporting: map[int32]bool{},
 		cleaner:      rlog.NewCleaner(rlog.CleanerConfig{Logger: logger}),
 		reqPool:      mempool.New(max(cfg.QueuedMaxRequestBytes, 0), requestPoolRetain(cfg.QueuedMaxRequestBytes)),
 		purgatory:    newPurgatory(),
-		imageChanged: make(chan struct{}, 1), incarnation: meta.NewUUID(), quotas: newReplicationQuotas()}
+		imageChanged: make(chan struct{}, 1), incarnation: meta.NewUUID(), quotas: newReplicationQuotas(), telemetry: newTelemetry(cfg.TelemetryMaxBytes, logger)}
 	imageOf := func() *meta.Image {
 		if b.meta == nil {
 			return nil

@@ -55,6 +55,9 @@ type Config struct {
 	// PprofListen (pprof.listen, ringbroker's own) serves Go's net/http/pprof profiles there;
 	// "" (the default) disables it.
 	PprofListen string
+	// TelemetryMaxBytes (telemetry.max.bytes) is the largest client metrics push (KIP-714),
+	// compressed or not.
+	TelemetryMaxBytes int32
 
 	// Security is how listeners authenticate and requests are authorized.
 	Security SecurityConfig
@@ -478,6 +481,8 @@ var coreConfigDefs = []brokerConfigDef{
 		"the largest record batch a topic takes by default (topic config max.message.bytes)").live(),
 	stringDef("metrics.listen", "127.0.0.1:9644", func(c *Config) *string { return &c.MetricsListen }, nil,
 		"ringbroker's own: host:port of the Prometheus metrics endpoint; empty disables it"),
+	intDef("telemetry.max.bytes", kindInt, "1048576", func(c *Config) *int32 { return &c.TelemetryMaxBytes }, atLeast(1),
+		"the largest client metrics push (KIP-714) a client may send, compressed or decompressed; pushed metrics are exported on metrics.listen, without which clients are not asked to push"),
 	stringDef("pprof.listen", "", func(c *Config) *string { return &c.PprofListen }, nil,
 		"ringbroker's own: host:port to serve Go's /debug/pprof/ on, for go tool pprof; empty is off"),
 	stringDef("io.backend", "auto", func(c *Config) *string { return &c.IO }, checkBackend,

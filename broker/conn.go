@@ -46,6 +46,9 @@ type connState struct {
 	// listener is the listener the connection came in on; auth is who its requests run as.
 	listener *listenerSec
 	auth     *connAuth
+	// software is the client's name and version from its ApiVersions (KIP-511), which client
+	// metrics subscriptions may match on; nil until a valid one of v3 or later.
+	software atomic.Pointer[clientSoftware]
 	// mutedUntil (Unix nanoseconds; mutedForever while waiting for a connection slot) stops
 	// reading while the connection is throttled by a quota, as Kafka mutes a throttled channel.
 	mutedUntil atomic.Int64

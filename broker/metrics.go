@@ -102,6 +102,7 @@ func (m *brokerMetrics) handler(b *Broker) http.Handler {
 			return
 		}
 		writeRingMetrics(w, b)
+		b.telemetry.writePrometheus(w)
 		metrics.WriteProcessMetrics(w)
 		// Open descriptors against the limit: one per segment and per connection.
 		metrics.WriteFDMetrics(w)

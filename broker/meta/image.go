@@ -44,6 +44,12 @@ type Image struct {
 	// the cluster-wide default. Absent resources have none; a map is never modified once
 	// published (Apply copies the one it changes).
 	BrokerConfigs map[string]map[string]string
+	// ClientMetrics holds the KIP-714 client metrics subscriptions by name, each with the keys
+	// ClientMetricsConfig records set; a subscription without keys is absent, and a map is
+	// never modified once published. ClientMetricsEpoch counts those records, so that a
+	// change is seen without comparing maps.
+	ClientMetrics      map[string]map[string]string
+	ClientMetricsEpoch int64
 	// Security is the ACLs, SCRAM credentials and client quotas; nil when there are none.
 	Security *Security
 }
@@ -203,6 +209,9 @@ func (im *Image) Apply(offset int64, recs []Record) (*Image, error) {
 		FeaturesEpoch:  im.FeaturesEpoch,
 		BrokerConfigs:  im.BrokerConfigs,
 		Security:       im.Security,
+
+		ClientMetrics:      im.ClientMetrics,
+		ClientMetricsEpoch: im.ClientMetricsEpoch,
 	}
 	for n, t := range im.Topics {
 		next.Topics[n] = t
@@ -314,6 +323,10 @@ func (im *Image) Apply(offset int64, recs []Record) (*Image, error) {
 				delete(next.BrokerConfigs, r.ConfigResource)
 			} else {
 				next.BrokerConfigs[r.ConfigResource] = cfg
+			}
+		case TypeClientMetricsConfig:
+			if err := next.applyClientMetricsConfig(r); err != nil {
+				return nil, fmt.Errorf("record %d: %w", i, err)
 			}
 		case TypeACL, TypeRemoveACL, TypeScramCredential, TypeClientQuota:
 			sec, err := next.Security.applySecurity(r)

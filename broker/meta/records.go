@@ -31,6 +31,10 @@ const (
 	// ConfigRecord of resource type BROKER: ConfigResource names the broker by node id, or is
 	// empty for the cluster-wide default of every broker.
 	TypeBrokerConfig RecordType = "broker_config"
+	// TypeClientMetricsConfig sets (ConfigValue) or removes (nil) one key of a KIP-714 client
+	// metrics subscription, as KRaft's ConfigRecord of resource type CLIENT_METRICS:
+	// ConfigResource names the subscription, never empty.
+	TypeClientMetricsConfig RecordType = "client_metrics_config"
 )
 
 // Record is one change of cluster state. Exactly the fields of its Type are set.
@@ -63,10 +67,12 @@ type Record struct {
 	// the ISR whose epoch is not its registration's is refused.
 	ISREpochs []int64 `json:"isr_epochs,omitempty"`
 
-	// Config and BrokerConfig: a config key set to Value, or removed when Value is nil.
+	// Config, BrokerConfig and ClientMetricsConfig: a config key set to Value, or removed
+	// when Value is nil.
 	ConfigKey   string  `json:"config_key,omitempty"`
 	ConfigValue *string `json:"config_value,omitempty"`
-	// ConfigResource is a BrokerConfig's broker: a node id, or "" for the cluster default.
+	// ConfigResource is a BrokerConfig's broker (a node id, or "" for the cluster default),
+	// or a ClientMetricsConfig's subscription name.
 	ConfigResource string `json:"config_resource,omitempty"`
 
 	// ProducerIDs: the next producer id block handed out ends before NextProducerID.

@@ -19,6 +19,10 @@ type imageSnapshot struct {
 	// BrokerConfigs is the image's dynamic broker configs; absent in snapshots written before
 	// they existed.
 	BrokerConfigs map[string]map[string]string `json:"broker_configs,omitempty"`
+	// ClientMetrics and ClientMetricsEpoch are the image's client metrics subscriptions;
+	// absent in snapshots written before they existed.
+	ClientMetrics      map[string]map[string]string `json:"client_metrics,omitempty"`
+	ClientMetricsEpoch int64                        `json:"client_metrics_epoch,omitempty"`
 	// Security is the image's ACLs, SCRAM credentials and client quotas; absent when there
 	// are none.
 	Security *Security `json:"security,omitempty"`
@@ -30,7 +34,8 @@ func (sm *stateMachine) Snapshot() ([]byte, error) {
 	im := s.Image()
 	s.mu.Lock()
 	snap := imageSnapshot{Applied: s.applied, Offset: im.Offset, ClusterID: im.ClusterID, NextProducerID: im.NextProducerID,
-		Features: im.Features, FeaturesEpoch: im.FeaturesEpoch, BrokerConfigs: im.BrokerConfigs, Security: im.Security}
+		Features: im.Features, FeaturesEpoch: im.FeaturesEpoch, BrokerConfigs: im.BrokerConfigs, Security: im.Security,
+		ClientMetrics: im.ClientMetrics, ClientMetricsEpoch: im.ClientMetricsEpoch}
 	s.mu.Unlock()
 	for _, b := range im.Brokers {
 		snap.Brokers = append(snap.Brokers, b)
@@ -56,6 +61,7 @@ func (sm *stateMachine) Restore(data []byte) error {
 	im := EmptyImage(snap.ClusterID)
 	im.Offset, im.NextProducerID, im.BrokerConfigs, im.Security = snap.Offset, snap.NextProducerID, snap.BrokerConfigs, snap.Security
 	im.Features, im.FeaturesEpoch = snap.Features, snap.FeaturesEpoch
+	im.ClientMetrics, im.ClientMetricsEpoch = snap.ClientMetrics, snap.ClientMetricsEpoch
 	for _, b := range snap.Brokers {
 		im.Brokers[b.NodeID] = b
 	}
