@@ -474,7 +474,7 @@ func attributePairs(dst [][2]string, p *otlp.Point) [][2]string {
 	seen := map[string]bool{selInstanceID: true, selClientID: true, selSoftwareName: true, selSoftwareVersion: true, selSourceAddress: true}
 	for _, attrs := range [][]otlp.Attribute{p.Resource, p.Attributes} {
 		for _, a := range attrs {
-			n := promLabel(a.Key)
+			n := promLabelName(a.Key)
 			if seen[n] || len(dst) >= telemetryMaxLabels {
 				continue
 			}
@@ -497,9 +497,9 @@ func promName(s string) string {
 	}, s)
 }
 
-// promLabel is a label name as Prometheus allows it: promName without ':', not starting with
+// promLabelName is a label name as Prometheus allows it: promName without ':', not starting with
 // a digit, and not with "__", which Prometheus reserves.
-func promLabel(s string) string {
+func promLabelName(s string) string {
 	n := strings.ReplaceAll(promName(s), ":", "_")
 	if n == "" || n[0] >= '0' && n[0] <= '9' || strings.HasPrefix(n, "__") {
 		n = "attr_" + n

@@ -48,8 +48,8 @@ func useClock(b *Broker, clk *fakeClock) {
 	b.telemetry.mu.Unlock()
 }
 
-// scrape returns the broker's /metrics page.
-func scrape(t *testing.T, b *Broker) string {
+// metricsPage returns the broker's /metrics page.
+func metricsPage(t *testing.T, b *Broker) string {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	b.metrics.handler(b).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
@@ -235,7 +235,7 @@ func TestPushTelemetry(t *testing.T) {
 			}
 			total += float64(i + 1)
 			expect(c.String()+" push", push(sub, c, false, otlpPush(float64(i+1), float64(10*i))), "NONE")
-			page := scrape(t, b)
+			page := metricsPage(t, b)
 			if !strings.Contains(page, fmt.Sprintf("%s%g\n", sendTotal, total)) || !strings.Contains(page, fmt.Sprintf("%s%g\n", latency, float64(10*i))) {
 				t.Fatalf("after the %s push, /metrics lacks %s%g and %s%d:\n%s", c, sendTotal, total, latency, 10*i, telemetryLines(page))
 			}
@@ -264,17 +264,17 @@ func TestPushTelemetry(t *testing.T) {
 		expect("push after the terminating one", push(sub, codec.None, true, otlpPush(1, 99)), "INVALID_REQUEST")
 		expect("push of the zero instance id", errName(pushTelemetry(ctx, t, cl, [16]byte{}, sub, codec.None, false, nil)), "INVALID_REQUEST")
 		// The refused pushes took five intervals: the series expired and start again.
-		if page := scrape(t, b); !strings.Contains(page, sendTotal+"1\n") || !strings.Contains(page, latency+"99\n") {
+		if page := metricsPage(t, b); !strings.Contains(page, sendTotal+"1\n") || !strings.Contains(page, latency+"99\n") {
 			t.Fatalf("the terminating push's metrics are not on /metrics:\n%s", telemetryLines(page))
 		}
 
 		// Three intervals without a push and the series are gone; a minute and the instance.
 		clk.advance(3*time.Second + time.Millisecond)
-		if page := scrape(t, b); strings.Contains(page, "kafka_client_") || !strings.Contains(page, "ringbroker_client_telemetry_instances 1\n") {
+		if page := metricsPage(t, b); strings.Contains(page, "kafka_client_") || !strings.Contains(page, "ringbroker_client_telemetry_instances 1\n") {
 			t.Fatalf("after three intervals without a push:\n%s", telemetryLines(page))
 		}
 		clk.advance(time.Minute)
-		if page := scrape(t, b); !strings.Contains(page, "ringbroker_client_telemetry_instances 0\n") {
+		if page := metricsPage(t, b); !strings.Contains(page, "ringbroker_client_telemetry_instances 0\n") {
 			t.Fatalf("after a minute without a request:\n%s", telemetryLines(page))
 		}
 	})
@@ -306,7 +306,7 @@ func TestFranzGoPushesTelemetry(t *testing.T) {
 	}
 	series := regexp.MustCompile(`(?m)^kafka_client_org_apache_kafka_producer_connection_creation_total\{[^}]*client_id="franz-pusher"[^}]*\} [1-9]`)
 	testutil.WaitFor(t, 20*time.Second, func() error {
-		if page := scrape(t, b); !series.MatchString(page) {
+		if page := metricsPage(t, b); !series.MatchString(page) {
 			return fmt.Errorf("no producer connection creation total of franz-pusher on /metrics:\n%s", telemetryLines(page))
 		}
 		return nil
