@@ -54,6 +54,16 @@ func replicatedCluster(t *testing.T, topic string, partitions int32, configs map
 	if _, err := adm.CreateTopic(ctx, partitions, 3, configs, topic); err != nil {
 		t.Fatal(err)
 	}
+	// The topic is committed; wait until every node has applied it, so tests may read it
+	// from any node's image.
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		for _, b := range bs {
+			if b.meta.Image().Topics[topic] == nil {
+				return fmt.Errorf("node %d has not applied topic %s yet", b.cfg.NodeID, topic)
+			}
+		}
+		return nil
+	})
 	return bs, ctx, adm
 }
 
