@@ -405,12 +405,14 @@ func (cs *connState) handleFrame(seq uint64, frame []byte) {
 	}
 	// rc, and the header that aliases the frame, may be gone once the handler has answered.
 	measure, user, clientID := b.clientQuotas.measuresRequests(cs, hdr)
+	if !measure {
+		a.handle(b, rc, req)
+		return
+	}
 	start := time.Now()
 	a.handle(b, rc, req)
-	if measure {
-		if d := b.clientQuotas.client.RecordRequestTime(user, clientID, time.Since(start)); d > 0 {
-			cs.muteFor(d)
-		}
+	if d := b.clientQuotas.client.RecordRequestTime(user, clientID, time.Since(start)); d > 0 {
+		cs.muteFor(d)
 	}
 }
 
