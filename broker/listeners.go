@@ -71,9 +71,8 @@ func (b *Broker) endpoints() []Listener {
 	return out
 }
 
-// advertisedListener is the advertised listener of the given name; ok is false when there is
-// none (advertised.listeners may leave a listener out only if it lists none: then it defaults
-// to listeners).
+// advertisedListener is the advertised listener of the given name; ok is false when
+// advertised.listeners leaves that listener out.
 func (b *Broker) advertisedListener(name string) (Listener, bool) {
 	for _, l := range b.endpoints() {
 		if strings.EqualFold(l.Name, name) {
