@@ -3,7 +3,6 @@ package broker
 import (
 	"errors"
 	"net"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 
@@ -292,12 +291,10 @@ func (rc *reqCtx) identity() (acl.Principal, string) {
 
 // clientHost is the connection's peer address as Kafka prints an InetAddress.
 func clientHost(cs *connState) string {
-	addr := cs.c.RemoteAddr()
-	if ta, ok := addr.(*net.TCPAddr); ok {
-		if ip, ok := netip.AddrFromSlice(ta.IP); ok {
-			return acl.HostAddress(ip)
-		}
+	if ip, ok := peerAddr(cs); ok {
+		return acl.HostAddress(ip)
 	}
+	addr := cs.c.RemoteAddr()
 	host, _, err := net.SplitHostPort(addr.String())
 	if err != nil {
 		return addr.String()
