@@ -208,12 +208,13 @@ func (rc *reqCtx) recordQuota(k quota.Kind, value float64) time.Duration {
 
 // admit applies the connection limits to a new connection: it is served, held unread (for a
 // creation-rate delay, or until a slot frees at max.connections), or closed.
-func (q *clientQuotas) admit(cs *connState, b *Broker) {
+func (q *clientQuotas) admit(cs *connState) {
+	b := cs.b
 	ip, ok := peerAddr(cs)
 	if !ok {
 		return
 	}
-	b.clientQuotas.sync(b.meta.Image())
+	q.sync(b.meta.Image())
 	cs.quotaIP = ip
 	a := q.conns.Acquire(cs.listenerName(), ip)
 	switch a.Verdict {

@@ -135,7 +135,7 @@ func (h *connHandler) OnOpen(c ring.Conn) {
 			}
 		})
 	}
-	b.clientQuotas.admit(cs, b)
+	b.clientQuotas.admit(cs)
 }
 
 // mutedForever mutes a connection until unmuteAfter.
