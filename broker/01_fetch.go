@@ -37,7 +37,6 @@ package broker
 
 import (
 	"errors"
-	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -307,6 +306,16 @@ func (f *fetchOp) attemptLocked(final bool) bool {
 	if a.maxBytes <= 0 {
 		a.maxBytes = 1<<31 - 1
 	}
+	minBytes := int(req.MinBytes)
+	if f.replica < 0 {
+		// A consumer with a fetch quota reads at most what its quota allows in one window, or
+		// a response over it would be answered empty every time (Kafka's
+		// getMaxValueInQuotaWindow bound).
+		if v, ok := f.rc.quotaWindowMax(quota.Fetch); ok && v < float64(a.maxBytes) {
+			a.maxBytes = max(int(v), 1)
+			minBytes = min(minBytes, a.maxBytes)
+		}
+	}
 	w := &wire.FetchWriter{}
 	var sessionID int32
 	if s := f.session; s != nil {
@@ -330,7 +339,7 @@ func (f *fetchOp) attemptLocked(final bool) bool {
 	} else {
 		f.readRequest(&a, w)
 	}
-	if !final && !a.anyErr && a.total < int(req.MinBytes) && len(a.touched) > 0 && !b.closing.Load() {
+	if !final && !a.anyErr && a.total < minBytes && len(a.touched) > 0 && !b.closing.Load() {
 		a.release()
 		if f.session != nil {
 			f.session.sent = f.session.sent[:0]
@@ -340,19 +349,23 @@ func (f *fetchOp) attemptLocked(final bool) bool {
 	}
 	f.finishLocked()
 	b.metrics.fetchServed(f.replica >= 0, f.rc.start)
+	if f.replica < 0 {
+		// A consumer over its fetch quota is answered empty with the time it is held for, and
+		// what it would have read is not counted, as Kafka's KafkaApis (KIP-219). The session
+		// keeps what it last sent, so the next fetch sends the same partitions again.
+		if d := f.rc.recordQuota(quota.Fetch, float64(a.total)); d > 0 {
+			f.rc.unrecordQuota(quota.Fetch, float64(a.total))
+			a.release()
+			f.respondThrottled(d)
+			return true
+		}
+	}
 	switch {
 	case f.session != nil:
 		f.session.commitSent()
 	case f.newSession:
 		if s := b.fetchSessions.create(a.now.UnixMilli(), f.replica >= 0, req.Version >= 13, f.sessionPartitions(a.full)); s != nil {
 			w.SetSessionID(s.id)
-		}
-	}
-	if f.replica < 0 {
-		// A consumer over its fetch quota gets the data with the time it is held for.
-		if d := f.rc.recordQuota(quota.Fetch, float64(a.total)); d > 0 {
-			w.SetThrottle(int32(min(d.Milliseconds(), math.MaxInt32)))
-			f.rc.cs.muteFor(d)
 		}
 	}
 	if b.cfg.FetchSendfile {
@@ -368,6 +381,20 @@ func (f *fetchOp) attemptLocked(final bool) bool {
 		a.release()
 	})
 	return true
+}
+
+// respondThrottled answers a consumer's fetch that is over its quota: no partitions, the
+// session's id for an incremental fetch (whose cached state stays as it was) and none for a
+// full one (no session is created, so the client's next fetch is full again, as Kafka's
+// FullFetchContext.getThrottledResponse).
+func (f *fetchOp) respondThrottled(d time.Duration) {
+	resp := kmsg.NewPtrFetchResponse()
+	if s := f.session; s != nil {
+		s.sent = s.sent[:0]
+		resp.SessionID = s.id
+	}
+	f.rc.throttle(resp, d)
+	f.rc.respond(resp)
 }
 
 // finishLocked marks f answered: it leaves its partitions and the purgatory.

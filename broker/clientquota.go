@@ -206,6 +206,21 @@ func (rc *reqCtx) recordQuota(k quota.Kind, value float64) time.Duration {
 	return b.clientQuotas.client.Record(k, quotaUser(rc.cs.auth.who()), rc.hdr.ClientID, value)
 }
 
+// unrecordQuota takes back a value recordQuota recorded, for a fetch answered empty.
+func (rc *reqCtx) unrecordQuota(k quota.Kind, value float64) {
+	rc.cs.b.clientQuotas.client.Unrecord(k, quotaUser(rc.cs.auth.who()), rc.hdr.ClientID, value)
+}
+
+// quotaWindowMax is the most of kind k the request's client may take at once without being
+// throttled; ok is false when no quota of the kind applies to it.
+func (rc *reqCtx) quotaWindowMax(k quota.Kind) (float64, bool) {
+	b := rc.cs.b
+	if !b.clientQuotas.limits(b.meta.Image(), k) {
+		return 0, false
+	}
+	return b.clientQuotas.client.MaxValueInWindow(k, quotaUser(rc.cs.auth.who()), rc.hdr.ClientID)
+}
+
 // admit applies the connection limits to a new connection: it is served, held unread (for a
 // creation-rate delay, or until a slot frees at max.connections), or closed.
 func (q *clientQuotas) admit(cs *connState) {

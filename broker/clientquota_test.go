@@ -208,3 +208,92 @@ func TestMaxConnections(t *testing.T) {
 		}
 	})
 }
+
+// TestThrottledFetchIsEmpty: a consumer over its consumer_byte_rate is answered as Kafka
+// answers it (KIP-219): no data, a throttle time, and for an incremental fetch its session's
+// id, the session still usable by the next request. A fetch never asks for more than the
+// quota allows in its windows (64 KiB/s × 2 of quota.window.num=3 here), so the first one is
+// served.
+func TestThrottledFetchIsEmpty(t *testing.T) {
+	forBackends(t, func(t *testing.T, backend string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		b := startBroker(t, backend, t.TempDir(), "quota.window.num=3")
+		adm := kadm.NewClient(newClient(t, b))
+		const rate = 64 << 10
+		slow := "slow-consumer"
+		altered, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+			Entity: []kadm.ClientQuotaEntityComponent{{Type: "client-id", Name: &slow}},
+			Ops:    []kadm.AlterClientQuotaOp{{Key: "consumer_byte_rate", Value: rate}},
+		}})
+		if err != nil || altered[0].Err != nil {
+			t.Fatalf("AlterClientQuotas: %v %+v", err, altered)
+		}
+		created, err := adm.CreateTopic(ctx, 1, 1, nil, "fq")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pr := newClient(t, b, kgo.DefaultProduceTopic("fq"), kgo.ProducerBatchMaxBytes(200<<10),
+			kgo.ProducerBatchCompression(kgo.NoCompression()))
+		for i := range 16 {
+			if err := pr.ProduceSync(ctx, &kgo.Record{Value: make([]byte, 32<<10)}).FirstErr(); err != nil {
+				t.Fatalf("produce %d: %v", i, err)
+			}
+		}
+
+		cl := newClient(t, b, kgo.ClientID(slow))
+		fetch := func(sessionID, epoch int32, offset int64) *kmsg.FetchResponse {
+			t.Helper()
+			req := kmsg.NewPtrFetchRequest()
+			req.ReplicaID, req.MaxBytes, req.MaxWaitMillis = -1, 16<<20, 100
+			req.SessionID, req.SessionEpoch = sessionID, epoch
+			if offset >= 0 {
+				rt := kmsg.NewFetchRequestTopic()
+				rt.Topic, rt.TopicID = "fq", created.ID
+				rp := kmsg.NewFetchRequestTopicPartition()
+				rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = offset, 16<<20, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+				req.Topics = append(req.Topics, rt)
+			}
+			resp, err := req.RequestWith(ctx, cl)
+			if err != nil {
+				t.Fatalf("fetch (session %d epoch %d): %v", sessionID, epoch, err)
+			}
+			if resp.ErrorCode != 0 {
+				t.Fatalf("fetch (session %d epoch %d): error %d", sessionID, epoch, resp.ErrorCode)
+			}
+			return resp
+		}
+		records := func(resp *kmsg.FetchResponse) int {
+			n := 0
+			for _, rt := range resp.Topics {
+				for _, rp := range rt.Partitions {
+					n += len(rp.RecordBatches)
+				}
+			}
+			return n
+		}
+
+		first := fetch(0, 0, 0)
+		got := records(first)
+		if got == 0 || got > 2*rate+(32<<10) {
+			t.Fatalf("first fetch of a client limited to %d B/s returned %d bytes; want some, within one quota window", rate, got)
+		}
+		if first.SessionID == 0 {
+			t.Fatalf("a full fetch asking for a session got none")
+		}
+		t.Logf("first fetch: %d bytes, throttle %d ms", got, first.ThrottleMillis)
+		// The session's fetch offset stays at 0 (the incremental requests name no partition), so
+		// the next fetch would read the same bytes again, over the quota this time.
+		second := fetch(first.SessionID, 1, -1)
+		if second.ThrottleMillis <= 0 || records(second) != 0 || len(second.Topics) != 0 {
+			t.Fatalf("second fetch: throttle %d ms, %d bytes in %d topics; want a throttle time and no data", second.ThrottleMillis, records(second), len(second.Topics))
+		}
+		if second.SessionID != first.SessionID {
+			t.Fatalf("throttled incremental fetch answered session %d; want %d", second.SessionID, first.SessionID)
+		}
+		if third := fetch(first.SessionID, 2, -1); third.SessionID != first.SessionID {
+			t.Fatalf("the fetch after a throttled one answered session %d; want %d", third.SessionID, first.SessionID)
+		}
+	})
+}
