@@ -135,13 +135,7 @@ func TestControllerMutationQuota(t *testing.T) {
 		b := startBroker(t, backend, t.TempDir())
 		adm := kadm.NewClient(newClient(t, b))
 		client := "mut"
-		altered, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
-			Entity: []kadm.ClientQuotaEntityComponent{{Type: "client-id", Name: &client}},
-			Ops:    []kadm.AlterClientQuotaOp{{Key: "controller_mutation_rate", Value: 2}},
-		}})
-		if err != nil || altered[0].Err != nil {
-			t.Fatalf("AlterClientQuotas: %v %+v", err, altered)
-		}
+		setClientQuota(ctx, t, adm, "client-id", client, "controller_mutation_rate", 2)
 		req := kmsg.NewPtrCreateTopicsRequest()
 		req.TimeoutMillis = 10000
 		for i := range 4 {
@@ -209,6 +203,85 @@ func TestMaxConnections(t *testing.T) {
 	})
 }
 
+// TestConnectionCreationRate: max.connection.creation.rate delays connections over the
+// broker's rate and serves every one of them in the end; an IP's connection_creation_rate
+// (AlterClientQuotas on an ip entity) closes those over it instead, as Kafka's
+// ConnectionQuotas. With quota.window.num=3 a rate of 2/s admits a burst of 4 at once.
+func TestConnectionCreationRate(t *testing.T) {
+	// ApiVersions v0: key 18, version 0, correlation id 1, null client id, no body.
+	apiVersions := []byte{0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 1, 0xff, 0xff}
+	// burst dials n connections at once, each sending an ApiVersions, and returns when each
+	// was answered, after start (a negative duration: closed unanswered).
+	burst := func(t *testing.T, b *Broker, n int) []time.Duration {
+		start := time.Now()
+		answers := make(chan int, n)
+		took := make([]time.Duration, n)
+		for i := range n {
+			c, err := net.DialTimeout("tcp", b.Addr().String(), 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			if _, err := c.Write(apiVersions); err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				c.SetReadDeadline(time.Now().Add(20 * time.Second))
+				_, err := io.ReadFull(c, make([]byte, 4))
+				took[i] = time.Since(start)
+				if err != nil {
+					took[i] = -took[i]
+				}
+				answers <- i
+			}()
+		}
+		for range n {
+			<-answers
+		}
+		return took
+	}
+	forBackends(t, func(t *testing.T, backend string) {
+		t.Run("broker", func(t *testing.T) {
+			b := startBroker(t, backend, t.TempDir(), "max.connection.creation.rate=2", "quota.window.num=3")
+			took := burst(t, b, 8)
+			slowest := time.Duration(0)
+			for i, d := range took {
+				if d < 0 {
+					t.Fatalf("connection %d was closed after %v; want every connection served at a broker-wide rate", i, -d)
+				}
+				slowest = max(slowest, d)
+			}
+			t.Logf("answered after %v", took)
+			// 4 at once, the other 4 at 2/s: the last is held about 2 s.
+			if slowest < time.Second {
+				t.Fatalf("8 connections at max.connection.creation.rate=2 all served within %v (%v); want some held", slowest, took)
+			}
+		})
+		t.Run("ip", func(t *testing.T) {
+			b := startBroker(t, backend, t.TempDir(), "quota.window.num=3")
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			adm := kadm.NewClient(newClient(t, b))
+			ip := "127.0.0.1"
+			setClientQuota(ctx, t, adm, "ip", ip, "connection_creation_rate", 2)
+			adm.Close()
+			took := burst(t, b, 8)
+			served, closed := 0, 0
+			for _, d := range took {
+				if d < 0 {
+					closed++
+				} else {
+					served++
+				}
+			}
+			t.Logf("%d served, %d closed: %v", served, closed, took)
+			if served == 0 || closed == 0 {
+				t.Fatalf("8 connections at connection_creation_rate=2 for %s: %d served, %d closed (%v); want both", ip, served, closed, took)
+			}
+		})
+	})
+}
+
 // TestThrottledFetchIsEmpty: a consumer over its consumer_byte_rate is answered as Kafka
 // answers it (KIP-219): no data, a throttle time, and for an incremental fetch its session's
 // id, the session still usable by the next request. A fetch never asks for more than the
@@ -222,13 +295,7 @@ func TestThrottledFetchIsEmpty(t *testing.T) {
 		adm := kadm.NewClient(newClient(t, b))
 		const rate = 64 << 10
 		slow := "slow-consumer"
-		altered, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
-			Entity: []kadm.ClientQuotaEntityComponent{{Type: "client-id", Name: &slow}},
-			Ops:    []kadm.AlterClientQuotaOp{{Key: "consumer_byte_rate", Value: rate}},
-		}})
-		if err != nil || altered[0].Err != nil {
-			t.Fatalf("AlterClientQuotas: %v %+v", err, altered)
-		}
+		setClientQuota(ctx, t, adm, "client-id", slow, "consumer_byte_rate", rate)
 		created, err := adm.CreateTopic(ctx, 1, 1, nil, "fq")
 		if err != nil {
 			t.Fatal(err)
@@ -296,4 +363,16 @@ func TestThrottledFetchIsEmpty(t *testing.T) {
 			t.Fatalf("the fetch after a throttled one answered session %d; want %d", third.SessionID, first.SessionID)
 		}
 	})
+}
+
+// setClientQuota sets one quota key of one entity (type and name) with AlterClientQuotas.
+func setClientQuota(ctx context.Context, t *testing.T, adm *kadm.Client, typ, name, key string, value float64) {
+	t.Helper()
+	altered, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: []kadm.ClientQuotaEntityComponent{{Type: typ, Name: &name}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: key, Value: value}},
+	}})
+	if err != nil || len(altered) != 1 || altered[0].Err != nil {
+		t.Fatalf("AlterClientQuotas %s=%s %s=%v: %v %+v", typ, name, key, value, err, altered)
+	}
 }
