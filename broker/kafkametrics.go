@@ -279,10 +279,70 @@ func writeKafkaMetrics(w io.Writer, b *Broker) error {
 		pw.sample("ringbroker_handler_idle_seconds_total", "", total.Seconds())
 		pw.gauge("ringbroker_handler_workers", float64(workers))
 	}
+	writeNetworkIdle(pw, b, now)
 	if b.groups != nil {
 		writeConsumerLag(pw, b)
 	}
 	return pw.err
+}
+
+// processorIdleGauges are the idle gauges of the event loops, made at their first scrape.
+type processorIdleGauges struct {
+	mu     sync.Mutex
+	gauges []*idleGauge
+}
+
+// at returns the gauge of processor i.
+func (p *processorIdleGauges) at(i int) *idleGauge {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.gauges) <= i {
+		p.gauges = append(p.gauges, &idleGauge{})
+	}
+	return p.gauges[i]
+}
+
+// writeNetworkIdle writes Kafka's network processor idle gauges: each event loop of each
+// listener is a processor, numbered in listener order as Kafka numbers its processors, and
+// NetworkProcessorAvgIdlePercent is their mean. An io_uring loop is idle while it waits in
+// io_uring_enter; netpoll, without loop threads, counts its readers' time outside the
+// request decoder (ring.Stats.Idle).
+func writeNetworkIdle(pw *promWriter, b *Broker, now time.Time) {
+	const (
+		avg  = "kafka_network_socketserver_networkprocessoravgidle_percent"
+		proc = "kafka_network_processor_idle_percent"
+	)
+	type sample struct {
+		listener string
+		frac     float64
+	}
+	var (
+		samples    []sample
+		idle, up   time.Duration
+		loops, num int
+	)
+	for i, s := range b.servers {
+		name := ""
+		if i < len(b.cfg.Listeners) {
+			name = b.cfg.Listeners[i].Name
+		}
+		for _, st := range s.RingStats() {
+			_, frac := b.metrics.processorIdle.at(num).sample(now, now.Add(-st.Uptime), st.Idle, 1)
+			samples = append(samples, sample{name, frac})
+			idle, up = idle+st.Idle, max(up, st.Uptime)
+			loops++
+			num++
+		}
+	}
+	if loops == 0 {
+		return
+	}
+	_, frac := b.metrics.networkIdle.sample(now, now.Add(-up), idle, loops)
+	pw.gauge(avg, frac)
+	pw.family(proc, "gauge")
+	for i, s := range samples {
+		pw.sample(proc, fmt.Sprintf(`{listener="%s",networkProcessor="%d"}`, promLabel(s.listener), i), s.frac)
+	}
 }
 
 // controllerCounts are the counts of ControllerMetadataMetrics, taken from a metadata image.

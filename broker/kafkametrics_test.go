@@ -336,6 +336,14 @@ func TestKafkaMetrics(t *testing.T) {
 		if got := s.must(t, "ringbroker_handler_workers"); got != float64(len(b.handlers.all)) {
 			t.Errorf("ringbroker_handler_workers %v; want %d", got, len(b.handlers.all))
 		}
+		if idle := s.must(t, "kafka_network_socketserver_networkprocessoravgidle_percent"); idle <= 0 || idle > 1 {
+			t.Errorf("network processor idle %v; want in (0, 1]", idle)
+		}
+		for i := range len(b.servers[0].RingStats()) {
+			if idle := s.must(t, "kafka_network_processor_idle_percent", "listener", b.cfg.Listeners[0].Name, "networkProcessor", strconv.Itoa(i)); idle <= 0 || idle > 1 {
+				t.Errorf("network processor %d idle %v; want in (0, 1]", i, idle)
+			}
+		}
 	})
 }
 

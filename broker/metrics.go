@@ -33,6 +33,10 @@ type brokerMetrics struct {
 	fetchConsumer, fetchFollower *latencyHist
 	flush                        *latencyHist
 	handlerIdle                  idleGauge
+	// networkIdle is the event loops' idle share over all listeners, processorIdle each
+	// loop's (by its networkProcessor number).
+	networkIdle   idleGauge
+	processorIdle processorIdleGauges
 }
 
 func newBrokerMetrics() *brokerMetrics {

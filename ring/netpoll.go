@@ -41,6 +41,7 @@ func listenNetpoll(cfg Config, h Handler) (*npServer, error) {
 		return nil, fmt.Errorf("listen on %q: %w", cfg.Addr, err)
 	}
 	s := &npServer{
+		st:   ringCounters{start: time.Now()},
 		log:  cfg.Logger,
 		ln:   ln.(*net.TCPListener),
 		g:    newConnGroup(cfg, h),
@@ -53,7 +54,11 @@ func listenNetpoll(cfg Config, h Handler) (*npServer, error) {
 
 func (s *npServer) addr() net.Addr { return s.ln.Addr() }
 
-func (s *npServer) ringStats() []Stats { return []Stats{s.st.snapshot()} }
+func (s *npServer) ringStats() []Stats {
+	st := s.st.snapshot()
+	st.Idle = max(st.Uptime-time.Duration(s.st.busyNanos.Load()), 0)
+	return []Stats{st}
+}
 
 func (s *npServer) acceptLoop() {
 	defer s.acceptWG.Done()
@@ -493,7 +498,9 @@ func (c *npConn) deliver(data []byte) error {
 		if !c.delivering() {
 			return errStopped
 		}
+		began := time.Now()
 		next, err := h.OnData(c, data)
+		c.st.busyNanos.Add(int64(time.Since(began)))
 		if err != nil {
 			return err
 		}

@@ -309,11 +309,20 @@ type Stats struct {
 	// TLSHandshakeTimeouts counts the TLSHandshakeErrors that were Config.HandshakeTimeout
 	// running out.
 	TLSHandshakeTimeouts uint64
+	// Idle is how long the event loop has waited for work since it started: on io_uring the
+	// time its thread blocked in io_uring_enter (a wait in progress included); on netpoll,
+	// which has no loop thread, the time since start less the time its connections' readers
+	// spent in the Handler's OnData. Kafka's NetworkProcessorAvgIdlePercent is made of it.
+	Idle time.Duration
+	// Uptime is how long the event loop has run; Idle / Uptime is its idle share.
+	Uptime time.Duration
 }
 
 // add sums o into s.
 func (s *Stats) add(o Stats) {
 	s.Accepted += o.Accepted
+	s.Idle += o.Idle
+	s.Uptime += o.Uptime
 	s.Open += o.Open
 	s.BytesIn += o.BytesIn
 	s.BytesOut += o.BytesOut

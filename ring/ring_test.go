@@ -746,3 +746,42 @@ func TestShutdownDuringDirectSends(t *testing.T) {
 		})
 	}
 }
+
+// spinHandler is an echo handler whose OnData first keeps the loop busy for spin.
+type spinHandler struct {
+	*echoHandler
+	spin time.Duration
+}
+
+func (h spinHandler) OnData(c Conn, data []byte) (Next, error) {
+	for start := time.Now(); time.Since(start) < h.spin; {
+	}
+	return h.echoHandler.OnData(c, data)
+}
+
+// TestIdleTime: Stats.Idle counts the event loop's time without work: nearly all of it while
+// no connection sends anything, little of it while a client keeps a handler that takes a
+// millisecond per read busy.
+func TestIdleTime(t *testing.T) {
+	for name, backend := range map[string]Backend{"uring": Uring, "netpoll": Netpoll} {
+		t.Run(name, func(t *testing.T) {
+			h := spinHandler{echoHandler: newEchoHandler(t), spin: time.Millisecond}
+			s := startServer(t, Config{Backend: backend, Rings: 1}, h)
+			c := dial(t, s)
+			time.Sleep(200 * time.Millisecond)
+			quiet := s.Stats()
+			if share := float64(quiet.Idle) / float64(quiet.Uptime); share < 0.8 || share > 1 {
+				t.Fatalf("an idle loop: Idle %v of Uptime %v; want most of it", quiet.Idle, quiet.Uptime)
+			}
+			for i, end := 0, time.Now().Add(300*time.Millisecond); time.Now().Before(end); i++ {
+				roundTrip(t, c, i)
+			}
+			busy := s.Stats()
+			idle, up := busy.Idle-quiet.Idle, busy.Uptime-quiet.Uptime
+			t.Logf("idle %v of %v while busy", idle, up)
+			if share := float64(idle) / float64(up); share > 0.5 || idle < 0 {
+				t.Fatalf("a loop busy a millisecond per read: Idle grew %v over %v; want under half", idle, up)
+			}
+		})
+	}
+}

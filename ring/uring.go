@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/pawelgaczynski/giouring"
@@ -111,6 +112,7 @@ func listenUring(cfg Config, h Handler) (*uringServer, error) {
 			wait:       cfg.Wait,
 			exitCh:     make(chan struct{}),
 		}
+		r.st.start = time.Now()
 		s.rings = append(s.rings, r)
 		go r.run(ready, start)
 	}
@@ -140,6 +142,7 @@ func (s *uringServer) ringStats() []Stats {
 	out := make([]Stats, len(s.rings))
 	for i, r := range s.rings {
 		out[i] = r.st.snapshot()
+		out[i].Idle = r.st.waited(out[i].Uptime)
 	}
 	return out
 }
@@ -225,10 +228,41 @@ type ringCounters struct {
 	partialSends, cqes, enters, wakeups, noBufs                 atomic.Uint64
 	directSends, directBlocked, fills, pauses                   atomic.Uint64
 	tlsHandshakes, tlsHandshakeErrors, tlsHandshakeTimeouts     atomic.Uint64
+	// start is when the loop started: the origin of waitSince and of Stats.Uptime.
+	start time.Time
+	// waitNanos sums the loop's finished waits for work and waitSince is when the wait in
+	// progress began (nanoseconds after start, 0 when none): io_uring's loop only.
+	waitNanos, waitSince atomic.Int64
+	// busyNanos sums the time connection readers spent in OnData: netpoll's measure.
+	busyNanos atomic.Int64
 }
 
+// startWait notes that the loop begins waiting for work and returns when (after start).
+func (c *ringCounters) startWait() int64 {
+	t := max(int64(time.Since(c.start)), 1)
+	c.waitSince.Store(t)
+	return t
+}
+
+// endWait adds the wait that began at t0 (startWait's result) to the loop's idle time.
+func (c *ringCounters) endWait(t0 int64) {
+	c.waitSince.Store(0)
+	c.waitNanos.Add(int64(time.Since(c.start)) - t0)
+}
+
+// waited is the loop's idle time as its waits measure it, a wait in progress included.
+func (c *ringCounters) waited(uptime time.Duration) time.Duration {
+	idle := c.waitNanos.Load()
+	if since := c.waitSince.Load(); since > 0 && int64(uptime) > since {
+		idle += int64(uptime) - since
+	}
+	return time.Duration(idle)
+}
+
+// snapshot reads the counters; Idle is left to the backend, which knows how it measures it.
 func (c *ringCounters) snapshot() Stats {
 	return Stats{
+		Uptime:   time.Since(c.start),
 		Accepted: c.accepted.Load(), Open: c.open.Load(), BytesIn: c.bytesIn.Load(),
 		BytesOut: c.bytesOut.Load(), Sends: c.sends.Load(), ZCSends: c.zcSends.Load(),
 		ZCCopied: c.zcCopied.Load(), PartialSends: c.partialSends.Load(), CQEs: c.cqes.Load(),
@@ -454,8 +488,13 @@ func (r *uring) loop() {
 		sleep := len(r.pending) == 0
 		r.sleeping = sleep
 		r.mu.Unlock()
+		var waitStart int64
+		if sleep {
+			waitStart = r.st.startWait()
+		}
 		err := r.enter(sleep)
 		if sleep {
+			r.st.endWait(waitStart)
 			r.mu.Lock()
 			r.sleeping = false
 			r.mu.Unlock()
