@@ -124,6 +124,19 @@ func forEachTarget(t *testing.T, fn func(t *testing.T, tg target)) {
 	}
 }
 
+// forEachTargetParallel is forEachTarget with the targets run at the same time: for tests
+// that spend their time waiting (a quota's rate measured over 20 s) rather than computing,
+// so the backends do not take that time one after the other.
+func forEachTargetParallel(t *testing.T, fn func(t *testing.T, tg target)) {
+	t.Helper()
+	for _, tg := range targets(t) {
+		t.Run(tg.name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, tg)
+		})
+	}
+}
+
 // Broker is a broker process under test, ringbroker or Apache Kafka. It keeps its data
 // directory and ports across Stop/Kill and Restart.
 type Broker struct {

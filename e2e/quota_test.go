@@ -23,7 +23,7 @@ import (
 // 1.12. The bound asserted is 0.9-1.15 MiB/s, not the 1.1 the issue names, which Kafka itself
 // exceeds. The quota is then removed and described as gone.
 func TestClientQuotaCommand(t *testing.T) {
-	forEachTarget(t, func(t *testing.T, tg target) {
+	forEachTargetParallel(t, func(t *testing.T, tg target) {
 		const (
 			client, topic = "quota-perf", "quota-perf"
 			warmup        = 11 * time.Second
