@@ -12,10 +12,11 @@ package broker
 // cluster-wide default) lists the dynamic default broker configs only. Broker loggers list the
 // one logger, root, with its level (loggers.go). Client metrics resources (KIP-714
 // subscriptions) list their three keys, each with its configured value or default
-// (clientmetricsconfig.go); an empty name is INVALID_REQUEST. Authorization, as Kafka's
-// ConfigHelper: DESCRIBE_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED), on the cluster for
-// brokers, broker loggers and client metrics (CLUSTER_AUTHORIZATION_FAILED), with Kafka's
-// message and no configs.
+// (clientmetricsconfig.go); an empty name is INVALID_REQUEST. Group resources list Kafka's ten
+// group configs, each with the group's value or the default (groupconfig.go). Authorization,
+// as Kafka's ConfigHelper: DESCRIBE_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED), on the
+// group (GROUP_AUTHORIZATION_FAILED), on the cluster for brokers, broker loggers and client
+// metrics (CLUSTER_AUTHORIZATION_FAILED), with Kafka's message and no configs.
 //
 // Version notes: v3 adds config types (documentation is not sent); v4 is flexible.
 
@@ -100,6 +101,13 @@ func handleDescribeConfigs(b *Broker, rc *reqCtx, r kmsg.Request) {
 			rr.Configs = b.describeLoggers(want)
 		case kmsg.ConfigResourceTypeClientMetrics:
 			cfgs, code, msg := describeClientMetrics(im, res.ResourceName, want, req.IncludeSynonyms)
+			if code != nil {
+				rr.ErrorCode, rr.ErrorMessage = code.Code, kmsg.StringPtr(msg)
+				break
+			}
+			rr.Configs = cfgs
+		case kmsg.ConfigResourceTypeGroupConfig:
+			cfgs, code, msg := b.describeGroupConfigs(im, res.ResourceName, want, req.IncludeSynonyms)
 			if code != nil {
 				rr.ErrorCode, rr.ErrorMessage = code.Code, kmsg.StringPtr(msg)
 				break

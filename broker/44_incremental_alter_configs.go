@@ -99,6 +99,8 @@ func (b *Broker) alterConfigs(res kmsg.IncrementalAlterConfigsRequestResource, v
 		return b.alterLoggers(res, validateOnly)
 	case kmsg.ConfigResourceTypeClientMetrics:
 		return b.alterClientMetrics(res, validateOnly)
+	case kmsg.ConfigResourceTypeGroupConfig:
+		return b.alterGroupConfigs(res, validateOnly)
 	default:
 		return kerr.InvalidRequest, "unsupported resource type"
 	}

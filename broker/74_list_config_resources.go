@@ -5,8 +5,8 @@ package broker
 // Behavior: lists the config resources of the types asked for, as Kafka 4.1's
 // handleListConfigResources: v0 (ListClientMetricsResources before KIP-1142) lists the client
 // metrics subscriptions; v1 takes resource types (none: every type it supports, TOPIC, BROKER,
-// BROKER_LOGGER, CLIENT_METRICS and GROUP) and lists group config resources (none:
-// ringbroker keeps no group configs yet), client metrics subscriptions, a broker and a broker
+// BROKER_LOGGER, CLIENT_METRICS and GROUP) and lists the groups that have configs, client
+// metrics subscriptions, a broker and a broker
 // logger resource per unfenced broker, and every topic, in that order. A type it does not
 // support is UNSUPPORTED_VERSION with nothing listed. Authorization: DESCRIBE_CONFIGS on the
 // cluster, else CLUSTER_AUTHORIZATION_FAILED.
@@ -76,6 +76,7 @@ func handleListConfigResources(b *Broker, rc *reqCtx, r kmsg.Request) {
 			brokers = append(brokers, strconv.Itoa(int(id)))
 		}
 	}
+	add(kmsg.ConfigResourceTypeGroupConfig, slices.Sorted(maps.Keys(im.GroupConfigs))...)
 	add(kmsg.ConfigResourceTypeClientMetrics, slices.Sorted(maps.Keys(im.ClientMetrics))...)
 	add(kmsg.ConfigResourceTypeBrokerLogger, brokers...)
 	add(kmsg.ConfigResourceTypeBroker, brokers...)

@@ -180,8 +180,6 @@ func describeClientMetrics(im *meta.Image, name string, want func(string) bool, 
 		if !want(k.name) {
 			continue
 		}
-		c := kmsg.NewDescribeConfigsResponseResourceConfig()
-		c.Name, c.ConfigType, c.Source = k.name, k.typ, kmsg.ConfigSourceDefaultConfig
 		v, set := cfg[k.name]
 		if !set {
 			v = k.dflt
@@ -193,18 +191,28 @@ func describeClientMetrics(im *meta.Image, name string, want func(string) bool, 
 		} else {
 			v = strings.Join(parseList(v), ",")
 		}
-		c.Value = kmsg.StringPtr(v)
+		source := kmsg.ConfigSourceDefaultConfig
 		if set {
-			c.Source = kmsg.ConfigSourceClientMetricsConfig
-			if synonyms {
-				s := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
-				s.Name, s.Value, s.Source = k.name, c.Value, c.Source
-				c.ConfigSynonyms = append(c.ConfigSynonyms, s)
-			}
+			source = kmsg.ConfigSourceClientMetricsConfig
 		}
-		out = append(out, c)
+		// Kafka gives a client metrics key its one synonym only when it is set.
+		out = append(out, resourceConfigEntry(k.name, k.typ, v, source, synonyms && set))
 	}
 	return out, nil, ""
+}
+
+// resourceConfigEntry is one DescribeConfigs entry of a resource whose keys have one layer
+// (client metrics subscriptions, groups): the value from source, with that one synonym when
+// synonym is set.
+func resourceConfigEntry(name string, typ kmsg.ConfigType, value string, source kmsg.ConfigSource, synonym bool) kmsg.DescribeConfigsResponseResourceConfig {
+	c := kmsg.NewDescribeConfigsResponseResourceConfig()
+	c.Name, c.ConfigType, c.Source, c.Value = name, typ, source, kmsg.StringPtr(value)
+	if synonym {
+		s := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+		s.Name, s.Value, s.Source = name, c.Value, source
+		c.ConfigSynonyms = append(c.ConfigSynonyms, s)
+	}
+	return c
 }
 
 // alterClientMetrics applies one resource's IncrementalAlterConfigs operations to subscription
@@ -232,22 +240,5 @@ func (b *Broker) alterClientMetrics(res kmsg.IncrementalAlterConfigsRequestResou
 	if validateOnly {
 		return nil, ""
 	}
-	var recs []meta.Record
-	for _, k := range slices.Sorted(maps.Keys(next)) {
-		if old, ok := cur[k]; !ok || old != next[k] {
-			recs = append(recs, meta.Record{Type: meta.TypeClientMetricsConfig, ConfigResource: name, ConfigKey: k, ConfigValue: kmsg.StringPtr(next[k])})
-		}
-	}
-	for _, k := range slices.Sorted(maps.Keys(cur)) {
-		if _, ok := next[k]; !ok {
-			recs = append(recs, meta.Record{Type: meta.TypeClientMetricsConfig, ConfigResource: name, ConfigKey: k})
-		}
-	}
-	if len(recs) == 0 {
-		return nil, ""
-	}
-	if _, err := b.meta.Commit(recs); err != nil {
-		return kerr.UnknownServerError, "commit " + strconv.Itoa(len(recs)) + " client metrics config records of " + name + ": " + err.Error()
-	}
-	return nil, ""
+	return b.commitResourceConfigs(meta.TypeClientMetricsConfig, name, cur, next)
 }

@@ -106,6 +106,7 @@ func (b *Broker) newGroupCoordinator() (*coord.GroupCoordinator, error) {
 	}
 	cfg.ConsumerHeartbeatInterval = c.ConsumerHeartbeatInterval
 	cfg.ConsumerSessionTimeout = c.ConsumerSessionTimeout
+	cfg.GroupTimeouts = b.groupTimeouts
 	cfg.ConsumerAssignors = c.ConsumerAssignors
 	return coord.New(cfg, offsetsStore{b: b}, b.logger)
 }

@@ -23,6 +23,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -172,7 +173,8 @@ func (s *shard) consumerGroupHeartbeat(p int32, info RequestInfo, req *kmsg.Cons
 
 	resp.MemberID = &m.id
 	resp.MemberEpoch = m.epoch
-	resp.HeartbeatIntervalMillis = int32(s.c.cfg.ConsumerHeartbeatInterval.Milliseconds())
+	heartbeat, _ := s.c.consumerTimeouts(g.id)
+	resp.HeartbeatIntervalMillis = int32(heartbeat.Milliseconds())
 	if req.MemberEpoch == epochJoin || reconciled || owned != nil && !owned.equal(m.assigned) {
 		resp.Assignment = wireAssignment(m.assigned)
 	}
@@ -350,7 +352,8 @@ func (s *shard) expireConsumerMember(g *group, m *consumerMember, reason string)
 // rescheduleConsumerSession restarts m's session timeout.
 func (s *shard) rescheduleConsumerSession(g *group, m *consumerMember) {
 	stopTimer(&m.hb)
-	m.hb = s.schedule(s.c.cfg.ConsumerSessionTimeout, func() {
+	_, session := s.c.consumerTimeouts(g.id)
+	m.hb = s.schedule(session, func() {
 		m.hb = nil
 		if s.current(g) && g.cons != nil && g.cons.byID[m.id] == m {
 			s.expireConsumerMember(g, m, "session timeout expired")
@@ -402,4 +405,21 @@ func subset(a, b partSet) bool {
 		}
 	}
 	return true
+}
+
+// consumerTimeouts is the heartbeat interval and session timeout of KIP-848 group id: its
+// group configs where it sets them, the coordinator's otherwise.
+func (c *GroupCoordinator) consumerTimeouts(id string) (heartbeat, session time.Duration) {
+	heartbeat, session = c.cfg.ConsumerHeartbeatInterval, c.cfg.ConsumerSessionTimeout
+	if c.cfg.GroupTimeouts == nil {
+		return heartbeat, session
+	}
+	h, sess := c.cfg.GroupTimeouts(id)
+	if h > 0 {
+		heartbeat = h
+	}
+	if sess > 0 {
+		session = sess
+	}
+	return heartbeat, session
 }

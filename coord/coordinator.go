@@ -109,6 +109,12 @@ type Config struct {
 	// ConsumerSessionTimeout is group.consumer.session.timeout.ms: a KIP-848
 	// member that does not heartbeat for this long is removed.
 	ConsumerSessionTimeout time.Duration
+	// GroupTimeouts returns a group's own heartbeat interval and session timeout
+	// (its consumer.heartbeat.interval.ms and consumer.session.timeout.ms group
+	// configs), zero for those it does not set. It is called from shard
+	// goroutines at every heartbeat and must be safe for concurrent use. Nil
+	// means no group sets them.
+	GroupTimeouts func(group string) (heartbeat, session time.Duration)
 	// ConsumerAssignors is group.consumer.assignors: the server-side
 	// assignors members may ask for; the first is the default.
 	ConsumerAssignors []string

@@ -1,7 +1,6 @@
 package meta
 
 import (
-	"log/slog"
 	"maps"
 	"testing"
 )
@@ -43,40 +42,16 @@ func TestApplyBrokerConfig(t *testing.T) {
 // TestBrokerConfigSurvivesSnapshotAndReplay reopens a sole voter whose dynamic broker configs
 // are partly in a snapshot and partly in the log after it.
 func TestBrokerConfigSurvivesSnapshotAndReplay(t *testing.T) {
-	dir := t.TempDir()
-	open := func() *RaftStore {
-		s, err := OpenRaft(RaftConfig{NodeID: 1, Dir: dir, ClusterID: "cid", Voters: map[int32]string{1: ""},
-			SnapshotEntries: 2, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	s := open()
-	for _, recs := range [][]Record{
+	want := map[string]map[string]string{"": {"log.segment.bytes": "2097152"}, "2": {"leader.replication.throttled.rate": "200"}}
+	checkSnapshotReplay(t, [][]Record{
 		{brokerConfigRecord("", "log.segment.bytes", strp("1048576"))},
 		{brokerConfigRecord("2", "follower.replication.throttled.rate", strp("100"))},
 		{brokerConfigRecord("", "log.segment.bytes", strp("2097152"))},
 		{brokerConfigRecord("2", "leader.replication.throttled.rate", strp("200"))},
 		{brokerConfigRecord("2", "follower.replication.throttled.rate", nil)},
-	} {
-		if _, err := s.Commit(recs); err != nil {
-			t.Fatal(err)
+	}, func(when string, im *Image) {
+		if !maps.EqualFunc(im.BrokerConfigs, want, maps.Equal) {
+			t.Fatalf("%s: %v, want %v", when, im.BrokerConfigs, want)
 		}
-	}
-	want := map[string]map[string]string{"": {"log.segment.bytes": "2097152"}, "2": {"leader.replication.throttled.rate": "200"}}
-	if got := s.Image().BrokerConfigs; !maps.EqualFunc(got, want, maps.Equal) {
-		t.Fatalf("before restart: %v, want %v", got, want)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s = open()
-	defer s.Close()
-	if s.restores.Load() == 0 {
-		t.Fatal("reopen did not restore a snapshot; the test needs one")
-	}
-	if got := s.Image().BrokerConfigs; !maps.EqualFunc(got, want, maps.Equal) {
-		t.Fatalf("after restart: %v, want %v", got, want)
-	}
+	})
 }

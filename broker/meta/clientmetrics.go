@@ -9,17 +9,39 @@ import (
 // such a resource before it writes a record ("Subscription name can't be empty").
 var errNoSubscriptionName = errors.New("client metrics config record without a subscription name")
 
-// applyClientMetricsConfig applies one ClientMetricsConfig record to im, which Apply is building, copying the maps it
-// changes (subscriptions change rarely, so a copy per record costs nothing that matters).
+// errNoGroupName says a GroupConfig record names no group; Kafka refuses such a resource
+// before it writes a record ("Group name must not be empty").
+var errNoGroupName = errors.New("group config record without a group id")
+
+// applyClientMetricsConfig applies one ClientMetricsConfig record to im, which Apply is
+// building.
 func (im *Image) applyClientMetricsConfig(r Record) error {
 	if r.ConfigResource == "" {
 		return errNoSubscriptionName
 	}
-	subs := maps.Clone(im.ClientMetrics)
-	if subs == nil {
-		subs = map[string]map[string]string{}
+	im.ClientMetrics, im.ClientMetricsEpoch = withResourceConfig(im.ClientMetrics, r), im.ClientMetricsEpoch+1
+	return nil
+}
+
+// applyGroupConfig applies one GroupConfig record to im, which Apply is building.
+func (im *Image) applyGroupConfig(r Record) error {
+	if r.ConfigResource == "" {
+		return errNoGroupName
 	}
-	cfg := maps.Clone(subs[r.ConfigResource])
+	im.GroupConfigs = withResourceConfig(im.GroupConfigs, r)
+	return nil
+}
+
+// withResourceConfig returns configs (keys by resource name) with r's key set or removed,
+// copying the maps it changes, as published maps are never modified (these configs change
+// rarely, so a copy per record costs nothing that matters). A resource left without keys is
+// removed, and an empty result is nil.
+func withResourceConfig(configs map[string]map[string]string, r Record) map[string]map[string]string {
+	next := maps.Clone(configs)
+	if next == nil {
+		next = map[string]map[string]string{}
+	}
+	cfg := maps.Clone(next[r.ConfigResource])
 	if cfg == nil {
 		cfg = map[string]string{}
 	}
@@ -29,13 +51,12 @@ func (im *Image) applyClientMetricsConfig(r Record) error {
 		cfg[r.ConfigKey] = *r.ConfigValue
 	}
 	if len(cfg) == 0 {
-		delete(subs, r.ConfigResource)
+		delete(next, r.ConfigResource)
 	} else {
-		subs[r.ConfigResource] = cfg
+		next[r.ConfigResource] = cfg
 	}
-	if len(subs) == 0 {
-		subs = nil
+	if len(next) == 0 {
+		return nil
 	}
-	im.ClientMetrics, im.ClientMetricsEpoch = subs, im.ClientMetricsEpoch+1
-	return nil
+	return next
 }

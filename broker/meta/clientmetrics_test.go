@@ -2,7 +2,6 @@ package meta
 
 import (
 	"errors"
-	"log/slog"
 	"maps"
 	"testing"
 )
@@ -50,43 +49,16 @@ func TestApplyClientMetricsConfig(t *testing.T) {
 // TestClientMetricsSurvivesSnapshotAndReplay reopens a sole voter whose subscriptions are
 // partly in a snapshot and partly in the log after it.
 func TestClientMetricsSurvivesSnapshotAndReplay(t *testing.T) {
-	dir := t.TempDir()
-	open := func() *RaftStore {
-		s, err := OpenRaft(RaftConfig{NodeID: 1, Dir: dir, ClusterID: "cid", Voters: map[int32]string{1: ""},
-			SnapshotEntries: 2, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	s := open()
-	for _, recs := range [][]Record{
+	want := map[string]map[string]string{"a": {"metrics": "*", "match": "client_id=x.*"}, "c": {"metrics": "org.apache.kafka.consumer."}}
+	checkSnapshotReplay(t, [][]Record{
 		{clientMetricsRecord("a", "metrics", strp("*"))},
 		{clientMetricsRecord("b", "interval.ms", strp("100"))},
 		{clientMetricsRecord("a", "match", strp("client_id=x.*"))},
 		{clientMetricsRecord("b", "interval.ms", nil)},
 		{clientMetricsRecord("c", "metrics", strp("org.apache.kafka.consumer."))},
-	} {
-		if _, err := s.Commit(recs); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want := map[string]map[string]string{"a": {"metrics": "*", "match": "client_id=x.*"}, "c": {"metrics": "org.apache.kafka.consumer."}}
-	check := func(when string) {
-		t.Helper()
-		im := s.Image()
+	}, func(when string, im *Image) {
 		if !maps.EqualFunc(im.ClientMetrics, want, maps.Equal) || im.ClientMetricsEpoch != 5 {
 			t.Fatalf("%s: %v at epoch %d, want %v at 5", when, im.ClientMetrics, im.ClientMetricsEpoch, want)
 		}
-	}
-	check("before restart")
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s = open()
-	defer s.Close()
-	if s.restores.Load() == 0 {
-		t.Fatal("reopen did not restore a snapshot; the test needs one")
-	}
-	check("after restart")
+	})
 }

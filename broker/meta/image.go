@@ -50,6 +50,9 @@ type Image struct {
 	// change is seen without comparing maps.
 	ClientMetrics      map[string]map[string]string
 	ClientMetricsEpoch int64
+	// GroupConfigs holds the dynamic configs of groups by group id (GroupConfig records); a
+	// group without keys is absent, and a map is never modified once published.
+	GroupConfigs map[string]map[string]string
 	// Security is the ACLs, SCRAM credentials and client quotas; nil when there are none.
 	Security *Security
 }
@@ -212,6 +215,7 @@ func (im *Image) Apply(offset int64, recs []Record) (*Image, error) {
 
 		ClientMetrics:      im.ClientMetrics,
 		ClientMetricsEpoch: im.ClientMetricsEpoch,
+		GroupConfigs:       im.GroupConfigs,
 	}
 	for n, t := range im.Topics {
 		next.Topics[n] = t
@@ -326,6 +330,10 @@ func (im *Image) Apply(offset int64, recs []Record) (*Image, error) {
 			}
 		case TypeClientMetricsConfig:
 			if err := next.applyClientMetricsConfig(r); err != nil {
+				return nil, fmt.Errorf("record %d: %w", i, err)
+			}
+		case TypeGroupConfig:
+			if err := next.applyGroupConfig(r); err != nil {
 				return nil, fmt.Errorf("record %d: %w", i, err)
 			}
 		case TypeACL, TypeRemoveACL, TypeScramCredential, TypeClientQuota:

@@ -35,6 +35,10 @@ const (
 	// metrics subscription, as KRaft's ConfigRecord of resource type CLIENT_METRICS:
 	// ConfigResource names the subscription, never empty.
 	TypeClientMetricsConfig RecordType = "client_metrics_config"
+	// TypeGroupConfig sets (ConfigValue) or removes (nil) one dynamic config of a group
+	// (KIP-848's consumer.session.timeout.ms and the like), as KRaft's ConfigRecord of
+	// resource type GROUP: ConfigResource names the group, never empty.
+	TypeGroupConfig RecordType = "group_config"
 )
 
 // Record is one change of cluster state. Exactly the fields of its Type are set.
@@ -67,12 +71,12 @@ type Record struct {
 	// the ISR whose epoch is not its registration's is refused.
 	ISREpochs []int64 `json:"isr_epochs,omitempty"`
 
-	// Config, BrokerConfig and ClientMetricsConfig: a config key set to Value, or removed
-	// when Value is nil.
+	// Config, BrokerConfig, ClientMetricsConfig and GroupConfig: a config key set to Value,
+	// or removed when Value is nil.
 	ConfigKey   string  `json:"config_key,omitempty"`
 	ConfigValue *string `json:"config_value,omitempty"`
 	// ConfigResource is a BrokerConfig's broker (a node id, or "" for the cluster default),
-	// or a ClientMetricsConfig's subscription name.
+	// a ClientMetricsConfig's subscription name or a GroupConfig's group id.
 	ConfigResource string `json:"config_resource,omitempty"`
 
 	// ProducerIDs: the next producer id block handed out ends before NextProducerID.

@@ -1,7 +1,6 @@
 package meta
 
 import (
-	"log/slog"
 	"reflect"
 	"testing"
 )
@@ -10,15 +9,6 @@ import (
 // and client quotas are partly in a snapshot and partly in the log after it, and checks that
 // removals and overwrites land as applied.
 func TestSecuritySurvivesSnapshotAndReplay(t *testing.T) {
-	dir := t.TempDir()
-	open := func() *RaftStore {
-		s, err := OpenRaft(RaftConfig{NodeID: 1, Dir: dir, ClusterID: "cid", Voters: map[int32]string{1: ""},
-			SnapshotEntries: 2, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
 	alice, bob := "alice", "bob"
 	acl1, acl2 := NewUUID(), NewUUID()
 	read := &ACL{ResourceType: 2, ResourceName: "orders", PatternType: 3, Principal: "User:alice", Host: "*", Operation: 3, Permission: 3}
@@ -27,8 +17,12 @@ func TestSecuritySurvivesSnapshotAndReplay(t *testing.T) {
 	rate := func(v float64) *float64 { return &v }
 	userAlice := []QuotaEntityPart{{Type: "user", Name: &alice}}
 	defaultClient := []QuotaEntityPart{{Type: "client-id"}, {Type: "user", Name: &bob}}
-	s := open()
-	for _, recs := range [][]Record{
+	want := &Security{
+		ACLs:   map[UUID]ACL{acl2: *deny},
+		Scram:  map[string]map[string]ScramCredential{"alice": {"SCRAM-SHA-512": *cred}},
+		Quotas: map[string]ClientQuota{QuotaEntityKey(defaultClient): {Entity: defaultClient, Values: map[string]float64{"consumer_byte_rate": 2048}}},
+	}
+	checkSnapshotReplay(t, [][]Record{
 		{{Type: TypeACL, ACLID: acl1, ACL: read}, {Type: TypeACL, ACLID: acl2, ACL: deny}},
 		{{Type: TypeScramCredential, ScramUser: "alice", ScramMechanism: "SCRAM-SHA-256", Scram: cred}},
 		{{Type: TypeScramCredential, ScramUser: "alice", ScramMechanism: "SCRAM-SHA-512", Scram: cred}},
@@ -37,33 +31,14 @@ func TestSecuritySurvivesSnapshotAndReplay(t *testing.T) {
 		{{Type: TypeRemoveACL, ACLID: acl1}},
 		{{Type: TypeScramCredential, ScramUser: "alice", ScramMechanism: "SCRAM-SHA-256"}},
 		{{Type: TypeClientQuota, QuotaEntity: userAlice, QuotaKey: "producer_byte_rate"}},
-	} {
-		if _, err := s.Commit(recs); err != nil {
-			t.Fatal(err)
+	}, func(when string, im *Image) {
+		if !reflect.DeepEqual(im.Security, want) {
+			t.Fatalf("%s: %+v, want %+v", when, im.Security, want)
 		}
-	}
-	want := &Security{
-		ACLs:   map[UUID]ACL{acl2: *deny},
-		Scram:  map[string]map[string]ScramCredential{"alice": {"SCRAM-SHA-512": *cred}},
-		Quotas: map[string]ClientQuota{QuotaEntityKey(defaultClient): {Entity: defaultClient, Values: map[string]float64{"consumer_byte_rate": 2048}}},
-	}
-	if got := s.Image().Security; !reflect.DeepEqual(got, want) {
-		t.Fatalf("before restart: %+v, want %+v", got, want)
-	}
-	if _, err := s.Commit([]Record{{Type: TypeRemoveACL, ACLID: acl1}}); err == nil {
-		t.Fatal("removing an ACL that is gone committed")
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s = open()
-	defer s.Close()
-	if s.restores.Load() == 0 {
-		t.Fatal("reopen did not restore a snapshot; the test needs one")
-	}
-	if got := s.Image().Security; !reflect.DeepEqual(got, want) {
-		t.Fatalf("after restart: %+v, want %+v", got, want)
-	}
+		if _, err := im.Apply(im.Offset+1, []Record{{Type: TypeRemoveACL, ACLID: acl1}}); err == nil {
+			t.Fatalf("%s: removing an ACL that is gone applied", when)
+		}
+	})
 }
 
 // TestQuotaEntityKey: the key does not depend on the order of the parts, and tells a default
