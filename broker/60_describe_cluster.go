@@ -6,10 +6,14 @@ package broker
 // node). Any principal may ask, as in Kafka; the cluster's authorized operations, when asked
 // for, are computed from the ACLs, and are 0 for a principal that may not DESCRIBE the cluster.
 //
-// Version notes: v1 adds the endpoint type, of which only brokers (1) are served; v2's fenced flag
-// is always false until brokers heartbeat to a quorum.
+// Version notes: v1 adds the endpoint type, of which only brokers (1) are served; v2 lists the
+// fenced brokers too, with their fenced flag, when asked to (KIP-1073, kafka-cluster
+// list-endpoints --include-fenced-brokers).
 
 import (
+	"cmp"
+	"slices"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -43,6 +47,21 @@ func handleDescribeCluster(b *Broker, rc *reqCtx, r kmsg.Request) {
 		db := kmsg.NewDescribeClusterResponseBroker()
 		db.NodeID, db.Host, db.Port, db.Rack = mb.NodeID, mb.Host, mb.Port, mb.Rack
 		resp.Brokers = append(resp.Brokers, db)
+	}
+	if req.IncludeFencedBrokers {
+		for _, br := range sortedBrokers(im) {
+			host, port, ok := br.Endpoint(rc.cs.listenerName())
+			if !br.Fenced || !ok {
+				continue
+			}
+			db := kmsg.NewDescribeClusterResponseBroker()
+			db.NodeID, db.Host, db.Port, db.IsFenced = br.NodeID, host, port, true
+			if br.Rack != "" {
+				db.Rack = kmsg.StringPtr(br.Rack)
+			}
+			resp.Brokers = append(resp.Brokers, db)
+		}
+		slices.SortFunc(resp.Brokers, func(a, b kmsg.DescribeClusterResponseBroker) int { return cmp.Compare(a.NodeID, b.NodeID) })
 	}
 	rc.respond(resp)
 }

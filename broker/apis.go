@@ -65,6 +65,7 @@ func servedAPIs() []*api {
 		alterUserScramCredentialsAPI,
 		describeClusterAPI,
 		describeQuorumAPI,
+		unregisterBrokerAPI,
 		updateFeaturesAPI,
 		describeProducersAPI,
 		getTelemetrySubscriptionsAPI,

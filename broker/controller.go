@@ -188,6 +188,14 @@ func (b *Broker) heartbeat() {
 		return
 	}
 	defer b.heartbeating.Store(false)
+	if _, ok := b.meta.Image().Brokers[b.cfg.NodeID]; !ok && b.cfg.hasRole("broker") && !b.shuttingDown.Load() {
+		// Unregistered while running (UnregisterBroker): register again, as Kafka's broker
+		// does when the controller refuses its heartbeat.
+		if err := b.registerSelf(); err != nil {
+			b.logger.Warn("register again after being unregistered", "err", err)
+		}
+		return
+	}
 	sent := time.Now()
 	if _, err := b.meta.Heartbeat(context.Background(), b.cfg.NodeID, b.incarnation, b.shuttingDown.Load()); err != nil {
 		b.logger.Warn("broker heartbeat", "err", err)

@@ -29,6 +29,10 @@ type Image struct {
 	ClusterID string
 	// Brokers by node id.
 	Brokers map[int32]Broker
+	// UnregisteredEpochs holds the last epoch of each broker UnregisterBroker removed, so that
+	// its next registration takes a higher one: broker epochs never go back (KIP-903). A map
+	// is never modified once published.
+	UnregisteredEpochs map[int32]int64
 	// Topics by name, and the same topics by id.
 	Topics     map[string]*Topic
 	TopicsByID map[UUID]*Topic
@@ -202,16 +206,17 @@ func (im *Image) SortedTopicNames() []string {
 // record touches are copied, the rest are shared.
 func (im *Image) Apply(offset int64, recs []Record) (*Image, error) {
 	next := &Image{
-		Offset:         offset,
-		ClusterID:      im.ClusterID,
-		Brokers:        im.Brokers,
-		Topics:         make(map[string]*Topic, len(im.Topics)),
-		TopicsByID:     make(map[UUID]*Topic, len(im.TopicsByID)),
-		NextProducerID: im.NextProducerID,
-		Features:       im.Features,
-		FeaturesEpoch:  im.FeaturesEpoch,
-		BrokerConfigs:  im.BrokerConfigs,
-		Security:       im.Security,
+		Offset:             offset,
+		ClusterID:          im.ClusterID,
+		Brokers:            im.Brokers,
+		UnregisteredEpochs: im.UnregisteredEpochs,
+		Topics:             make(map[string]*Topic, len(im.Topics)),
+		TopicsByID:         make(map[UUID]*Topic, len(im.TopicsByID)),
+		NextProducerID:     im.NextProducerID,
+		Features:           im.Features,
+		FeaturesEpoch:      im.FeaturesEpoch,
+		BrokerConfigs:      im.BrokerConfigs,
+		Security:           im.Security,
 
 		ClientMetrics:      im.ClientMetrics,
 		ClientMetricsEpoch: im.ClientMetricsEpoch,
@@ -364,7 +369,7 @@ func (im *Image) Apply(offset int64, recs []Record) (*Image, error) {
 			}
 			f[r.FeatureName] = r.FeatureLevel
 			next.Features, next.FeaturesEpoch = f, next.FeaturesEpoch+1
-		case TypeBroker, TypeFence, TypeControlledShutdown:
+		case TypeBroker, TypeFence, TypeControlledShutdown, TypeUnregisterBroker:
 			if !brokersCopied {
 				b := make(map[int32]Broker, len(next.Brokers)+1)
 				for k, v := range next.Brokers {
@@ -375,7 +380,7 @@ func (im *Image) Apply(offset int64, recs []Record) (*Image, error) {
 			}
 			if r.Type == TypeBroker {
 				old, ok := next.Brokers[r.NodeID]
-				epoch := old.Epoch + 1
+				epoch := max(old.Epoch, next.UnregisteredEpochs[r.NodeID]) + 1
 				if ok && old.Incarnation == r.Incarnation && old.Epoch > 0 {
 					epoch = old.Epoch
 				}
@@ -385,6 +390,16 @@ func (im *Image) Apply(offset int64, recs []Record) (*Image, error) {
 			br, ok := next.Brokers[r.NodeID]
 			if !ok {
 				return nil, fmt.Errorf("record %d: %s of unregistered broker %d", i, r.Type, r.NodeID)
+			}
+			if r.Type == TypeUnregisterBroker {
+				delete(next.Brokers, r.NodeID)
+				retired := maps.Clone(next.UnregisteredEpochs)
+				if retired == nil {
+					retired = map[int32]int64{}
+				}
+				retired[r.NodeID] = br.Epoch
+				next.UnregisteredEpochs = retired
+				break
 			}
 			if r.Type == TypeControlledShutdown {
 				// A request of an earlier registration does not stop the one that replaced it.

@@ -20,6 +20,10 @@ const (
 	// TypeFence fences (Fenced) or unfences a registered broker, as KRaft's
 	// FenceBrokerRecord and UnfenceBrokerRecord.
 	TypeFence RecordType = "fence"
+	// TypeUnregisterBroker removes a broker's registration, as KRaft's UnregisterBrokerRecord
+	// (the UnregisterBroker API): it is no longer listed, fenced or elected until it
+	// registers again.
+	TypeUnregisterBroker RecordType = "unregister_broker"
 	// TypeControlledShutdown marks a registered broker (NodeID, Incarnation) as shutting down
 	// in a controlled way, as KRaft's BrokerRegistrationChangeRecord with InControlledShutdown:
 	// it is no longer elected leader nor taken back into an ISR, until it registers again.

@@ -23,6 +23,9 @@ type imageSnapshot struct {
 	// absent in snapshots written before they existed.
 	ClientMetrics      map[string]map[string]string `json:"client_metrics,omitempty"`
 	ClientMetricsEpoch int64                        `json:"client_metrics_epoch,omitempty"`
+	// UnregisteredEpochs is the image's last epochs of unregistered brokers; absent when
+	// there are none.
+	UnregisteredEpochs map[int32]int64 `json:"unregistered_epochs,omitempty"`
 	// GroupConfigs is the image's dynamic group configs; absent when there are none.
 	GroupConfigs map[string]map[string]string `json:"group_configs,omitempty"`
 	// Security is the image's ACLs, SCRAM credentials and client quotas; absent when there
@@ -37,7 +40,8 @@ func (sm *stateMachine) Snapshot() ([]byte, error) {
 	s.mu.Lock()
 	snap := imageSnapshot{Applied: s.applied, Offset: im.Offset, ClusterID: im.ClusterID, NextProducerID: im.NextProducerID,
 		Features: im.Features, FeaturesEpoch: im.FeaturesEpoch, BrokerConfigs: im.BrokerConfigs, Security: im.Security,
-		ClientMetrics: im.ClientMetrics, ClientMetricsEpoch: im.ClientMetricsEpoch, GroupConfigs: im.GroupConfigs}
+		ClientMetrics: im.ClientMetrics, ClientMetricsEpoch: im.ClientMetricsEpoch, GroupConfigs: im.GroupConfigs,
+		UnregisteredEpochs: im.UnregisteredEpochs}
 	s.mu.Unlock()
 	for _, b := range im.Brokers {
 		snap.Brokers = append(snap.Brokers, b)
@@ -64,7 +68,7 @@ func (sm *stateMachine) Restore(data []byte) error {
 	im.Offset, im.NextProducerID, im.BrokerConfigs, im.Security = snap.Offset, snap.NextProducerID, snap.BrokerConfigs, snap.Security
 	im.Features, im.FeaturesEpoch = snap.Features, snap.FeaturesEpoch
 	im.ClientMetrics, im.ClientMetricsEpoch = snap.ClientMetrics, snap.ClientMetricsEpoch
-	im.GroupConfigs = snap.GroupConfigs
+	im.GroupConfigs, im.UnregisteredEpochs = snap.GroupConfigs, snap.UnregisteredEpochs
 	for _, b := range snap.Brokers {
 		im.Brokers[b.NodeID] = b
 	}
