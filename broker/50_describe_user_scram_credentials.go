@@ -40,6 +40,8 @@ func scramMechanismName(code int8) string {
 func handleDescribeUserScramCredentials(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.DescribeUserSCRAMCredentialsRequest)
 	resp := kmsg.NewPtrDescribeUserSCRAMCredentialsResponse()
+	// Kafka sends empty messages, not null ones, where nothing failed.
+	resp.ErrorMessage = kmsg.StringPtr("")
 	if !rc.allowedCluster(acl.OpDescribe) {
 		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 		rc.respond(resp)
@@ -70,6 +72,7 @@ func handleDescribeUserScramCredentials(b *Broker, rc *reqCtx, r kmsg.Request) {
 		case len(creds[u]) == 0:
 			res.ErrorCode, res.ErrorMessage = kerr.ResourceNotFound.Code, kmsg.StringPtr("Attempt to describe a user credential that does not exist: "+u)
 		default:
+			res.ErrorMessage = kmsg.StringPtr("")
 			for _, mech := range slices.Sorted(maps.Keys(creds[u])) {
 				info := kmsg.NewDescribeUserSCRAMCredentialsResponseResultCredentialInfo()
 				info.Mechanism, info.Iterations = scramMechanisms[mech], creds[u][mech].Iterations

@@ -75,6 +75,13 @@ func TestSASLAuthentication(t *testing.T) {
 		if d := described["bob"]; d.Err != nil || len(d.CredInfos) != 1 || d.CredInfos[0].Mechanism != kadm.ScramSha512 || d.CredInfos[0].Iterations != 8192 {
 			t.Fatalf("DescribeUserScramCredentials of bob: %+v", d)
 		}
+		// Kafka's messages are empty where nothing failed, not null.
+		dreq := kmsg.NewPtrDescribeUserSCRAMCredentialsRequest()
+		dresp, err := dreq.RequestWith(ctx, newClient(t, b))
+		if err != nil || dresp.ErrorMessage == nil || *dresp.ErrorMessage != "" || len(dresp.Results) == 0 ||
+			dresp.Results[0].ErrorMessage == nil || *dresp.Results[0].ErrorMessage != "" {
+			t.Fatalf("DescribeUserScramCredentials of every user: %v %+v; want empty messages, as Kafka", err, dresp)
+		}
 		if _, err := adm.CreateTopic(ctx, 1, 1, nil, "secured"); err != nil {
 			t.Fatal(err)
 		}
