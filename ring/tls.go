@@ -1,10 +1,12 @@
 package ring
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"sync"
@@ -169,8 +171,13 @@ func (c *npConn) handshake() bool {
 		c.st.tlsHandshakeTimeouts.Add(1)
 		err = fmt.Errorf("not finished within %v: %w", t.timeout, err)
 	}
-	// As Kafka's Selector logs a failed SSL handshake (an SslAuthenticationException).
-	c.g.log.Info("ring: failed authentication", "conn", c.id, "remote", c.nc.RemoteAddr().String(),
+	// As Kafka's Selector logs a failed SSL handshake (an SslAuthenticationException). A peer
+	// that closes before sending a byte (a liveness probe, a port check) tried nothing.
+	level := slog.LevelInfo
+	if errors.Is(err, io.EOF) {
+		level = slog.LevelDebug
+	}
+	c.g.log.Log(context.Background(), level, "ring: failed authentication", "conn", c.id, "remote", c.nc.RemoteAddr().String(),
 		"err", "SSL handshake failed: "+err.Error())
 	return false
 }
