@@ -24,7 +24,8 @@ package broker
 // returns at once and the flusher goroutine sends the response (KAFKA_STORAGE_ERROR for a
 // partition whose fsync failed); acks=0 starts the fsync without waiting. v13 names topics by
 // id. Runs on a handler worker; the record bytes are the request frame itself, stamped in place
-// and written from there.
+// and written from there, unless the topic's compression.type asks for another codec than the
+// batch's: then the batch is rewritten in that codec first (recompress.go).
 
 import (
 	"errors"
@@ -299,6 +300,10 @@ type produceLimits struct {
 	maxBytes      int  // max.message.bytes
 	logAppendTime bool // message.timestamp.type=LogAppendTime
 	compacted     bool // cleanup.policy includes compact: every record needs a key
+	// codec is the codec batches are stored in when recompress is set (compression.type
+	// other than producer; recompress.go).
+	codec      wire.Codec
+	recompress bool
 	// beforeMs and afterMs are message.timestamp.before.max.ms and after.max.ms.
 	beforeMs, afterMs int64
 }
@@ -323,6 +328,8 @@ func (b *Broker) produceLimitsOf(topic *meta.Topic) produceLimits {
 	l.beforeMs, l.afterMs = limit("message.timestamp.before.max.ms"), limit("message.timestamp.after.max.ms")
 	policy, _ := b.live().effectiveTopicConfig(topic.Configs, "cleanup.policy")
 	l.compacted = hasListItem(policy, "compact")
+	compression, _ := b.live().effectiveTopicConfig(topic.Configs, "compression.type")
+	l.codec, l.recompress = storedCodec(compression)
 	return l
 }
 
@@ -343,6 +350,12 @@ func (b *Broker) appendToPartition(p *partition, limits *produceLimits, records 
 		}
 	}
 	batch := wire.Batch(records)
+	if limits.recompress && batch.Codec() != limits.codec {
+		if batch, code, msg = b.recompress(batch, limits.codec, limits.maxBytes); code != nil {
+			return code, msg, 0
+		}
+		records = batch
+	}
 	logAppendTime := limits.logAppendTime
 	if logAppendTime {
 		batch.SetLogAppendTime(now.UnixMilli())

@@ -203,8 +203,6 @@ func (b *Broker) validateTopicConfigValue(k, v string) error {
 		return err
 	}
 	switch {
-	case k == "compression.type" && v != "producer":
-		return fmt.Errorf("compression.type=%s needs broker-side recompression, which ringbroker does not do yet; only 'producer' is supported", v)
 	case k == "remote.storage.enable" && strings.EqualFold(v, "true"):
 		return fmt.Errorf("tiered storage is not supported by ringbroker")
 	case k == "preallocate" && strings.EqualFold(v, "true"):
