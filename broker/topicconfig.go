@@ -18,6 +18,19 @@ type topicConfigDef struct {
 	dflt func(c *Config) string
 	// check, when set, validates a value beyond its kind.
 	check func(val string) error
+	// own marks ringbroker's keys, which Kafka does not have: DescribeConfigs and CreateTopics
+	// list them only for a topic that overrides them, so that the rest is Kafka's list.
+	own bool
+	// doc says what a key without a broker key does; the others are that key for one topic.
+	doc string
+}
+
+// documentation is d's DescribeConfigs documentation.
+func (d topicConfigDef) documentation() string {
+	if d.doc != "" {
+		return d.doc
+	}
+	return "the broker config " + d.brokerKey + " for this topic"
 }
 
 // defaultValue is the value of the config for a topic without an override.
@@ -31,7 +44,8 @@ func (d topicConfigDef) defaultValue(c *Config) string {
 
 func constDefault(v string) func(*Config) string { return func(*Config) string { return v } }
 
-// topicConfigDefs lists the topic configs Kafka 4.x describes, with Kafka's defaults.
+// topicConfigDefs lists the topic configs Kafka 4.1 describes, with Kafka's defaults, and
+// ringbroker's own flush.group.commit.
 var topicConfigDefs = []topicConfigDef{
 	{name: "cleanup.policy", brokerKey: "log.cleanup.policy", kind: kindList, allowed: []string{"delete", "compact"}},
 	{name: "compression.type", brokerKey: "compression.type", kind: kindString, allowed: []string{"uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"}},
@@ -47,10 +61,12 @@ var topicConfigDefs = []topicConfigDef{
 		}
 		return strconv.FormatInt(c.FlushInterval.Milliseconds(), 10)
 	}},
-	{name: "flush.group.commit", brokerKey: "log.flush.group.commit", kind: kindBool},
-	{name: "follower.replication.throttled.replicas", kind: kindList, dflt: constDefault(""), check: checkThrottledReplicas},
+	{name: "flush.group.commit", brokerKey: "log.flush.group.commit", kind: kindBool, own: true},
+	{name: "follower.replication.throttled.replicas", kind: kindList, dflt: constDefault(""), check: checkThrottledReplicas,
+		doc: "partition:broker pairs (or *) of the replicas whose catch-up fetches follower.replication.throttled.rate bounds on their followers"},
 	{name: "index.interval.bytes", brokerKey: "log.index.interval.bytes", kind: kindInt},
-	{name: "leader.replication.throttled.replicas", kind: kindList, dflt: constDefault(""), check: checkThrottledReplicas},
+	{name: "leader.replication.throttled.replicas", kind: kindList, dflt: constDefault(""), check: checkThrottledReplicas,
+		doc: "partition:broker pairs (or *) of the replicas whose catch-up fetches leader.replication.throttled.rate bounds on their leaders"},
 	{name: "local.retention.bytes", brokerKey: "log.local.retention.bytes", kind: kindLong, min: -2, dflt: constDefault("-2")},
 	{name: "local.retention.ms", brokerKey: "log.local.retention.ms", kind: kindLong, min: -2, dflt: constDefault("-2")},
 	{name: "max.compaction.lag.ms", brokerKey: "log.cleaner.max.compaction.lag.ms", kind: kindLong, min: 1, dflt: constDefault("9223372036854775807")},
@@ -62,7 +78,12 @@ var topicConfigDefs = []topicConfigDef{
 	{name: "min.compaction.lag.ms", brokerKey: "log.cleaner.min.compaction.lag.ms", kind: kindLong, dflt: constDefault("0")},
 	{name: "min.insync.replicas", brokerKey: "min.insync.replicas", kind: kindInt, min: 1},
 	{name: "preallocate", brokerKey: "log.preallocate", kind: kindBool, dflt: constDefault("false")},
-	{name: "remote.storage.enable", brokerKey: "", kind: kindBool, dflt: constDefault("false")},
+	{name: "remote.log.copy.disable", kind: kindBool, dflt: constDefault("false"),
+		doc: "stop copying a tiered topic's segments to remote storage; ringbroker has no remote storage, so this has no effect"},
+	{name: "remote.log.delete.on.disable", kind: kindBool, dflt: constDefault("false"),
+		doc: "delete a topic's remote segments when remote.storage.enable is turned off; ringbroker has no remote storage, so this has no effect"},
+	{name: "remote.storage.enable", kind: kindBool, dflt: constDefault("false"), check: refuseRemoteStorage,
+		doc: "keep the topic's older segments in remote storage (tiered storage, KIP-405); ringbroker does not support remote storage and refuses true"},
 	{name: "retention.bytes", brokerKey: "log.retention.bytes", kind: kindLong, min: -1},
 	{name: "retention.ms", brokerKey: "log.retention.ms", kind: kindLong, min: -1},
 	{name: "segment.bytes", brokerKey: "log.segment.bytes", kind: kindInt, min: 14},
@@ -124,6 +145,15 @@ func validateTopicConfig(name, val string) error {
 		if err := d.check(val); err != nil {
 			return fmt.Errorf("invalid value %s for configuration %s: %w", val, name, err)
 		}
+	}
+	return nil
+}
+
+// refuseRemoteStorage refuses remote.storage.enable=true, as Kafka refuses it on a broker
+// without remote.log.storage.system.enable: ringbroker has no remote storage.
+func refuseRemoteStorage(val string) error {
+	if strings.EqualFold(strings.TrimSpace(val), "true") {
+		return fmt.Errorf("Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage: ringbroker does not support remote storage")
 	}
 	return nil
 }
