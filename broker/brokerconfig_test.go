@@ -109,6 +109,7 @@ func TestBrokerConfigSet(t *testing.T) {
 // as defaults, Kafka's synonym chains, the keys ringbroker does not act on read-only with
 // Kafka's default and documented as such, and a ringbroker key listed once it is set.
 func TestDescribeBrokerConfigs(t *testing.T) {
+	const jaas = `org.apache.kafka.common.security.plain.PlainLoginModule required user_a="secret";`
 	want := map[string]kafkaConfigRow{}
 	for _, r := range readKafkaConfigs(t, "testdata/kafka-4.1.1-broker-configs.tsv") {
 		want[r.name] = r
@@ -118,7 +119,8 @@ func TestDescribeBrokerConfigs(t *testing.T) {
 		extra     []string // keys listed beyond Kafka's
 	}{
 		{overrides: []string{"num.partitions=3", "log.retention.hours=100"}},
-		{overrides: []string{"log.flush.group.commit=true"}, extra: []string{"log.flush.group.commit"}},
+		{overrides: []string{"log.flush.group.commit=true", "listener.name.plaintext.plain.sasl.jaas.config=" + jaas},
+			extra: []string{"log.flush.group.commit", "listener.name.plaintext.plain.sasl.jaas.config"}},
 	} {
 		b := startBroker(t, "netpoll", t.TempDir(), tc.overrides...)
 		req := kmsg.NewPtrDescribeConfigsRequest()
@@ -162,6 +164,11 @@ func TestDescribeBrokerConfigs(t *testing.T) {
 			if c := got[extra]; c.Source != kmsg.ConfigSourceStaticBrokerConfig {
 				t.Errorf("%v: %s described as %s (%v)", tc.overrides, extra, brokertest.ConfigValue(c.Value), c.Source)
 			}
+		}
+		// A listener override is typed and hidden as the key it overrides, which is its synonym.
+		if c := got["listener.name.plaintext.plain.sasl.jaas.config"]; len(tc.extra) > 0 && (c.ConfigType != kmsg.ConfigTypePassword || !c.IsSensitive ||
+			c.Value != nil || synonymSources(c) != "STATIC_BROKER_CONFIG:listener.name.plaintext.plain.sasl.jaas.config=") {
+			t.Errorf("listener override described as %s (%v, sensitive %v), synonyms %q", brokertest.ConfigValue(c.Value), c.ConfigType, c.IsSensitive, synonymSources(c))
 		}
 		if len(tc.extra) > 0 {
 			continue

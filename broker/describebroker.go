@@ -216,6 +216,8 @@ func (b *Broker) describeBrokerEntry(im *meta.Image, key string, synonyms, docs 
 			c.Documentation = kmsg.StringPtr(d.doc)
 		} else if k, ok := lookupKafkaBrokerKey(key); ok {
 			c.Documentation = kmsg.StringPtr(k.doc + notActedOnDoc)
+		} else if base, ok := listenerOverrideBase(key); ok {
+			c.Documentation = kmsg.StringPtr(base + " for one listener")
 		}
 	}
 	return c
