@@ -685,6 +685,9 @@ func (c *Config) set(key, val string) error {
 		return c.setListenerProp(key, val)
 	}
 	d, ok := lookupBrokerConfig(key)
+	if _, kafka := lookupKafkaBrokerKey(key); !ok && kafka {
+		return fmt.Errorf("ringbroker does not support %s: it lists the key with Kafka's default and does not act on it", key)
+	}
 	if !ok {
 		return fmt.Errorf("unknown config key %q", key)
 	}

@@ -95,12 +95,15 @@ func TestBrokerConfigSet(t *testing.T) {
 	for _, kv := range []string{"no.such.key=1", "num.partitions=0", "queued.max.request.bytes=0", "queued.max.request.bytes=-2",
 		"num.io.threads=0", "max.inflight.requests.per.connection=0", "io.backend=epoll", "num.network.threads=many",
 		"default.replication.factor=40000", "log.dirs=", "process.roles=observer", "io.pin.cpus=maybe", "listeners=9092",
-		"leader.replication.throttled.rate=1000"} {
+		"leader.replication.throttled.rate=1000", "log.cleaner.threads=2"} {
 		if err := c.Override(kv); err == nil {
 			t.Errorf("override %s accepted", kv)
 		} else if k, _, _ := strings.Cut(kv, "="); !strings.Contains(err.Error(), k) {
 			t.Errorf("override %s: error %q does not name the key", kv, err)
 		}
+	}
+	if err := c.Override("log.cleaner.threads=2"); err == nil || !strings.Contains(err.Error(), "ringbroker does not support log.cleaner.threads") {
+		t.Errorf("override of a Kafka key ringbroker does not act on: %v; want it refused as such", err)
 	}
 }
 
