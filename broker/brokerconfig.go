@@ -710,12 +710,6 @@ func (c *Config) isExplicit(key string) bool {
 	return ok
 }
 
-// staticValue is key's value as Set was given it, if it was.
-func (c *Config) staticValue(key string) (string, bool) {
-	v, ok := c.static[key]
-	return v, ok
-}
-
 // offsetsTopicRF is the replication factor __consumer_offsets is created with: the configured
 // one, or 1 on a node that founds a quorum of its own (no controller.quorum.voters) and was
 // not told otherwise, where the default 3 could never be met.

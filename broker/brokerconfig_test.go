@@ -68,7 +68,9 @@ func TestDefaultConfig(t *testing.T) {
 		}
 	}
 	for _, d := range topicConfigDefs {
-		if bd, ok := lookupBrokerConfig(d.brokerKey); d.dflt == nil && (!ok || bd.get == nil) {
+		bd, ours := lookupBrokerConfig(d.brokerKey)
+		k, kafka := lookupKafkaBrokerKey(d.brokerKey)
+		if d.dflt == nil && (ours && bd.get == nil || !ours && (!kafka || k.defaultValue() == nil)) {
 			t.Errorf("topic config %s takes its default from broker key %q, which has no value", d.name, d.brokerKey)
 		}
 	}

@@ -14,7 +14,8 @@ type topicConfigDef struct {
 	kind      configKind
 	min       int64
 	allowed   []string
-	// dflt gives the default; nil means the current value of brokerKey (brokerConfigDefs).
+	// dflt gives the default; nil means the current value of brokerKey (brokerConfigDefs), or
+	// Kafka's default of it where ringbroker does not act on it (kafkaBrokerKeys).
 	dflt func(c *Config) string
 	// check, when set, validates a value beyond its kind.
 	check func(val string) error
@@ -38,8 +39,11 @@ func (d topicConfigDef) defaultValue(c *Config) string {
 	if d.dflt != nil {
 		return d.dflt(c)
 	}
-	bd, _ := lookupBrokerConfig(d.brokerKey)
-	return bd.get(c)
+	if bd, ok := lookupBrokerConfig(d.brokerKey); ok && bd.get != nil {
+		return bd.get(c)
+	}
+	k, _ := lookupKafkaBrokerKey(d.brokerKey)
+	return k.dflt
 }
 
 func constDefault(v string) func(*Config) string { return func(*Config) string { return v } }
@@ -49,11 +53,11 @@ func constDefault(v string) func(*Config) string { return func(*Config) string {
 var topicConfigDefs = []topicConfigDef{
 	{name: "cleanup.policy", brokerKey: "log.cleanup.policy", kind: kindList, allowed: []string{"delete", "compact"}},
 	{name: "compression.type", brokerKey: "compression.type", kind: kindString, allowed: []string{"uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"}},
-	{name: "compression.gzip.level", brokerKey: "compression.gzip.level", kind: kindInt, min: -1, dflt: constDefault("-1")},
-	{name: "compression.lz4.level", brokerKey: "compression.lz4.level", kind: kindInt, min: 1, dflt: constDefault("9")},
-	{name: "compression.zstd.level", brokerKey: "compression.zstd.level", kind: kindInt, min: -131072, dflt: constDefault("3")},
-	{name: "delete.retention.ms", brokerKey: "log.cleaner.delete.retention.ms", kind: kindLong, dflt: constDefault("86400000")},
-	{name: "file.delete.delay.ms", brokerKey: "log.segment.delete.delay.ms", kind: kindLong, dflt: constDefault("60000")},
+	{name: "compression.gzip.level", brokerKey: "compression.gzip.level", kind: kindInt, min: -1},
+	{name: "compression.lz4.level", brokerKey: "compression.lz4.level", kind: kindInt, min: 1},
+	{name: "compression.zstd.level", brokerKey: "compression.zstd.level", kind: kindInt, min: -131072},
+	{name: "delete.retention.ms", brokerKey: "log.cleaner.delete.retention.ms", kind: kindLong},
+	{name: "file.delete.delay.ms", brokerKey: "log.segment.delete.delay.ms", kind: kindLong},
 	{name: "flush.messages", brokerKey: "log.flush.interval.messages", kind: kindLong, min: 1},
 	{name: "flush.ms", brokerKey: "log.flush.interval.ms", kind: kindLong, dflt: func(c *Config) string {
 		if c.FlushInterval == 0 {
@@ -67,17 +71,17 @@ var topicConfigDefs = []topicConfigDef{
 	{name: "index.interval.bytes", brokerKey: "log.index.interval.bytes", kind: kindInt},
 	{name: "leader.replication.throttled.replicas", kind: kindList, dflt: constDefault(""), check: checkThrottledReplicas,
 		doc: "partition:broker pairs (or *) of the replicas whose catch-up fetches leader.replication.throttled.rate bounds on their leaders"},
-	{name: "local.retention.bytes", brokerKey: "log.local.retention.bytes", kind: kindLong, min: -2, dflt: constDefault("-2")},
-	{name: "local.retention.ms", brokerKey: "log.local.retention.ms", kind: kindLong, min: -2, dflt: constDefault("-2")},
-	{name: "max.compaction.lag.ms", brokerKey: "log.cleaner.max.compaction.lag.ms", kind: kindLong, min: 1, dflt: constDefault("9223372036854775807")},
+	{name: "local.retention.bytes", brokerKey: "log.local.retention.bytes", kind: kindLong, min: -2},
+	{name: "local.retention.ms", brokerKey: "log.local.retention.ms", kind: kindLong, min: -2},
+	{name: "max.compaction.lag.ms", brokerKey: "log.cleaner.max.compaction.lag.ms", kind: kindLong, min: 1},
 	{name: "max.message.bytes", brokerKey: "message.max.bytes", kind: kindInt},
-	{name: "message.timestamp.after.max.ms", brokerKey: "log.message.timestamp.after.max.ms", kind: kindLong, dflt: constDefault("3600000")},
-	{name: "message.timestamp.before.max.ms", brokerKey: "log.message.timestamp.before.max.ms", kind: kindLong, dflt: constDefault("9223372036854775807")},
-	{name: "message.timestamp.type", brokerKey: "log.message.timestamp.type", kind: kindString, allowed: []string{"CreateTime", "LogAppendTime"}, dflt: constDefault("CreateTime")},
-	{name: "min.cleanable.dirty.ratio", brokerKey: "log.cleaner.min.cleanable.ratio", kind: kindDouble, dflt: constDefault("0.5")},
-	{name: "min.compaction.lag.ms", brokerKey: "log.cleaner.min.compaction.lag.ms", kind: kindLong, dflt: constDefault("0")},
+	{name: "message.timestamp.after.max.ms", brokerKey: "log.message.timestamp.after.max.ms", kind: kindLong},
+	{name: "message.timestamp.before.max.ms", brokerKey: "log.message.timestamp.before.max.ms", kind: kindLong},
+	{name: "message.timestamp.type", brokerKey: "log.message.timestamp.type", kind: kindString, allowed: []string{"CreateTime", "LogAppendTime"}},
+	{name: "min.cleanable.dirty.ratio", brokerKey: "log.cleaner.min.cleanable.ratio", kind: kindDouble},
+	{name: "min.compaction.lag.ms", brokerKey: "log.cleaner.min.compaction.lag.ms", kind: kindLong},
 	{name: "min.insync.replicas", brokerKey: "min.insync.replicas", kind: kindInt, min: 1},
-	{name: "preallocate", brokerKey: "log.preallocate", kind: kindBool, dflt: constDefault("false")},
+	{name: "preallocate", brokerKey: "log.preallocate", kind: kindBool},
 	{name: "remote.log.copy.disable", kind: kindBool, dflt: constDefault("false"),
 		doc: "stop copying a tiered topic's segments to remote storage; ringbroker has no remote storage, so this has no effect"},
 	{name: "remote.log.delete.on.disable", kind: kindBool, dflt: constDefault("false"),
