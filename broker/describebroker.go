@@ -23,19 +23,6 @@ type configLayer struct {
 	source kmsg.ConfigSource
 }
 
-// kafkaSynonymGroups are the broker keys that set one value in different units or through a
-// fallback, each group in Kafka's order (DynamicBrokerConfig.brokerConfigSynonyms).
-var kafkaSynonymGroups = [][]string{
-	{"log.roll.ms", "log.roll.hours"},
-	{"log.roll.jitter.ms", "log.roll.jitter.hours"},
-	{"log.retention.ms", "log.retention.minutes", "log.retention.hours"},
-}
-
-// listenerMechanismKeys are the keys a listener override sets per SASL mechanism
-// (listener.name.<listener>.<mechanism>.<key>), as Kafka's ListenerMechanismConfigs.
-var listenerMechanismKeys = []string{"sasl.jaas.config", "sasl.server.callback.handler.class", "sasl.login.class",
-	"sasl.login.callback.handler.class", "connections.max.reauth.ms", "sasl.server.max.receive.size"}
-
 // brokerSynonyms lists the keys whose values stand for name's, name's own group first: the
 // other units of a time (log.retention.ms, log.retention.minutes, log.retention.hours), the
 // fallback of log.flush.interval.ms, or the key a listener override overrides.

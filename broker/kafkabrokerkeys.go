@@ -60,6 +60,19 @@ func lookupKafkaBrokerKey(name string) (kafkaBrokerKey, bool) {
 	return kafkaBrokerKey{}, false
 }
 
+// kafkaSynonymGroups are the broker keys that set one value in different units or through a
+// fallback, each group in Kafka's order (DynamicBrokerConfig.brokerConfigSynonyms).
+var kafkaSynonymGroups = [][]string{
+	{"log.roll.ms", "log.roll.hours"},
+	{"log.roll.jitter.ms", "log.roll.jitter.hours"},
+	{"log.retention.ms", "log.retention.minutes", "log.retention.hours"},
+}
+
+// listenerMechanismKeys are the keys a listener override sets per SASL mechanism
+// (listener.name.<listener>.<mechanism>.<key>), as Kafka's ListenerMechanismConfigs.
+var listenerMechanismKeys = []string{"sasl.jaas.config", "sasl.server.callback.handler.class", "sasl.login.class",
+	"sasl.login.callback.handler.class", "connections.max.reauth.ms", "sasl.server.max.receive.size"}
+
 // kafkaBrokerKeys is every broker config key Kafka 4.1.1 describes, by name.
 var kafkaBrokerKeys = []kafkaBrokerKey{
 	{"add.partitions.to.txn.retry.backoff.max.ms", kindInt, "100", readOnly, "the longest wait before a broker retries adding a partition to a transaction for a producer"},

@@ -93,7 +93,8 @@ func TestKafkaBrokerKeys(t *testing.T) {
 		}
 		d, ours := lookupBrokerConfig(k.name)
 		if (k.doc == "") != ours {
-			t.Errorf("%s: documented in kafkaBrokerKeys %v, in brokerConfigDefs %v; want exactly one", k.name, k.doc != "", ours)
+			t.Errorf("%s: documented in kafkaBrokerKeys %v, in brokerConfigDefs %v; want exactly one "+
+				"(a key ringbroker acts on is documented in brokerConfigDefs: drop its doc from kafkaBrokerKeys)", k.name, k.doc != "", ours)
 		}
 		if !ours {
 			continue
