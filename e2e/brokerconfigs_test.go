@@ -23,7 +23,8 @@ import (
 // Kafka's sources and synonym chains; a per-broker and a cluster-wide default value are
 // described with their sources and synonyms, seen through a topic's configs, kept across a
 // restart, and deleted again; a read-only key is refused as Kafka refuses it, and one Kafka
-// changes live that ringbroker does not act on with ringbroker's own message.
+// changes live that ringbroker does not act on with ringbroker's own message; a topic may not
+// enable remote storage on either.
 // With RINGBROKER_UPDATE_KAFKA_CONFIGS=1 and E2E_BROKER=kafka it rewrites the testdata from
 // Kafka's answers instead.
 func TestBrokerConfigsCommand(t *testing.T) {
@@ -119,11 +120,11 @@ func TestBrokerConfigsCommand(t *testing.T) {
 		defer cl.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		alter := func(op kmsg.IncrementalAlterConfigOp, name, value string) (int16, string) {
+		alterResource := func(typ kmsg.ConfigResourceType, resource string, op kmsg.IncrementalAlterConfigOp, name, value string) (int16, string) {
 			t.Helper()
 			req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 			res := kmsg.NewIncrementalAlterConfigsRequestResource()
-			res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeBroker, "1"
+			res.ResourceType, res.ResourceName = typ, resource
 			c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
 			c.Op, c.Name, c.Value = op, name, kmsg.StringPtr(value)
 			res.Configs = append(res.Configs, c)
@@ -137,6 +138,15 @@ func TestBrokerConfigsCommand(t *testing.T) {
 				return r.ErrorCode, *r.ErrorMessage
 			}
 			return r.ErrorCode, ""
+		}
+		alter := func(op kmsg.IncrementalAlterConfigOp, name, value string) (int16, string) {
+			t.Helper()
+			return alterResource(kmsg.ConfigResourceTypeBroker, "1", op, name, value)
+		}
+		// Neither broker has remote storage: a topic may not enable it.
+		if code, msg := alterResource(kmsg.ConfigResourceTypeTopic, "dyn", kmsg.IncrementalAlterConfigOpSet, "remote.storage.enable", "true"); code != kerr.InvalidConfig.Code ||
+			!strings.Contains(msg, "Tiered Storage functionality is disabled in the broker") {
+			t.Fatalf("set remote.storage.enable on a topic: error %v %q; want INVALID_CONFIG, Tiered Storage functionality is disabled", kerr.ErrorForCode(code), msg)
 		}
 		for _, k := range []string{"node.id", "log.retention.hours"} {
 			if code, msg := alter(kmsg.IncrementalAlterConfigOpSet, k, "2"); code != kerr.InvalidRequest.Code || !strings.Contains(msg, "Cannot update these configs dynamically: Set("+k+")") {
