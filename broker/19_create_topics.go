@@ -97,7 +97,10 @@ func handleCreateTopics(b *Broker, rc *reqCtx, r kmsg.Request) {
 		rt.NumPartitions = int32(len(t.Partitions))
 		rt.ReplicationFactor = int16(len(t.Partitions[0].Replicas))
 		for _, d := range topicConfigDefs {
-			e := b.describeTopicEntry(b.meta.Image(), t, d, false)
+			if _, set := t.Configs[d.name]; d.own && !set {
+				continue
+			}
+			e := b.describeTopicEntry(b.meta.Image(), t, d, false, false)
 			c := kmsg.NewCreateTopicsResponseTopicConfig()
 			c.Name, c.Value, c.Source = e.Name, e.Value, int8(e.Source)
 			rt.Configs = append(rt.Configs, c)

@@ -2,23 +2,29 @@ package broker
 
 // DescribeConfigs (key 32), versions 1-4.
 //
-// Behavior: topic resources list every topic config Kafka describes (topicConfigDefs), with the
+// Behavior: topic resources list every topic config Kafka 4.1 describes (topicConfigDefs; a
+// ringbroker key such as flush.group.commit only when the topic overrides it), with the
 // topic's override (DYNAMIC_TOPIC_CONFIG) or the broker default in force, whose source is that
-// of the broker key: DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG
-// or DEFAULT_CONFIG; synonyms, when asked, list every layer in that order. Broker resources by
-// this node's id list the broker configs this node runs with (brokerConfigDefs, but synonyms
-// and ignored keys), read-only unless dynamic, each with its source and, when asked, synonyms
-// (dynconf.go); another node's id is INVALID_REQUEST, as Kafka. The empty broker name (the
-// cluster-wide default) lists the dynamic default broker configs only. Broker loggers list the
-// one logger, root, with its level (loggers.go). Client metrics resources (KIP-714
-// subscriptions) list their three keys, each with its configured value or default
-// (clientmetricsconfig.go); an empty name is INVALID_REQUEST. Group resources list Kafka's ten
-// group configs, each with the group's value or the default (groupconfig.go). Authorization,
-// as Kafka's ConfigHelper: DESCRIBE_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED), on the
-// group (GROUP_AUTHORIZATION_FAILED), on the cluster for brokers, broker loggers and client
+// of the broker key's first layer, and as synonyms, when asked, the override and the broker
+// key's layers as Kafka lists them (describebroker.go). Broker resources by this node's id list
+// every broker key Kafka 4.1.1 lists (kafkabrokerkeys.go), those ringbroker does not act on
+// with Kafka's default and read-only, plus any other key set in server.properties or as a
+// dynamic config, as Kafka lists its originals; each with its source (DYNAMIC_BROKER_CONFIG,
+// DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG), Kafka's synonym chain
+// (log.retention.ms, then log.retention.minutes and log.retention.hours), read-only unless
+// ringbroker changes it live, and passwords and keys of unknown type sensitive (null); another
+// node's id is INVALID_REQUEST, as Kafka. The empty broker name (the cluster-wide default)
+// lists the dynamic default broker configs only. Broker loggers list the one logger, root,
+// with its level (loggers.go). Client metrics resources (KIP-714 subscriptions) list their
+// three keys, each with its configured value or default (clientmetricsconfig.go); an empty
+// name is INVALID_REQUEST. Group resources list Kafka's ten group configs, each with the
+// group's value or the default (groupconfig.go). Authorization, as Kafka's ConfigHelper:
+// DESCRIBE_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED), on the group
+// (GROUP_AUTHORIZATION_FAILED), on the cluster for brokers, broker loggers and client
 // metrics (CLUSTER_AUTHORIZATION_FAILED), with Kafka's message and no configs.
 //
-// Version notes: v3 adds config types (documentation is not sent); v4 is flexible.
+// Version notes: v3 adds config types and documentation (topic and broker keys); v4 is
+// flexible.
 
 import (
 	"maps"
@@ -67,17 +73,17 @@ func handleDescribeConfigs(b *Broker, rc *reqCtx, r kmsg.Request) {
 				break
 			}
 			for _, d := range topicConfigDefs {
-				if !want(d.name) {
+				if _, set := t.Configs[d.name]; !want(d.name) || d.own && !set {
 					continue
 				}
-				rr.Configs = append(rr.Configs, b.describeTopicEntry(im, t, d, req.IncludeSynonyms))
+				rr.Configs = append(rr.Configs, b.describeTopicEntry(im, t, d, req.IncludeSynonyms, req.IncludeDocumentation))
 			}
 		case kmsg.ConfigResourceTypeBroker:
 			if res.ResourceName == "" {
 				// The cluster-wide default resource lists only the dynamic defaults, as Kafka.
 				for _, k := range slices.Sorted(maps.Keys(im.BrokerConfigs[""])) {
 					if want(k) {
-						rr.Configs = append(rr.Configs, b.describeDefaultEntry(im, k, req.IncludeSynonyms))
+						rr.Configs = append(rr.Configs, b.describeDefaultEntry(im, k, req.IncludeSynonyms, req.IncludeDocumentation))
 					}
 				}
 				break
@@ -87,9 +93,9 @@ func handleDescribeConfigs(b *Broker, rc *reqCtx, r kmsg.Request) {
 				rr.ErrorMessage = kmsg.StringPtr("Unexpected broker id, expected " + b.brokerResource() + " or empty string, but received " + res.ResourceName)
 				break
 			}
-			for _, d := range brokerConfigDefs {
-				if d.get != nil && want(d.name) && (!d.dynamicOnly || len(b.brokerConfigLayers(im, d)) > 0) {
-					rr.Configs = append(rr.Configs, b.describeBrokerEntry(im, d, req.IncludeSynonyms))
+			for _, k := range b.describedBrokerKeys(im) {
+				if want(k) {
+					rr.Configs = append(rr.Configs, b.describeBrokerEntry(im, k, req.IncludeSynonyms, req.IncludeDocumentation))
 				}
 			}
 		case kmsg.ConfigResourceTypeBrokerLogger:
@@ -139,22 +145,25 @@ func (k configKind) configType() kmsg.ConfigType {
 		return kmsg.ConfigTypeDouble
 	case kindList:
 		return kmsg.ConfigTypeList
+	case kindClass:
+		return kmsg.ConfigTypeClass
+	case kindPassword:
+		return kmsg.ConfigTypePassword
 	}
 	return kmsg.ConfigTypeUnknown
 }
 
-// describeTopicEntry is the DescribeConfigs entry of topic config d of t: the topic's
-// override or the broker default in force, with its source, and as synonyms the override and
-// the layers of the broker key that sets the default.
-func (b *Broker) describeTopicEntry(im *meta.Image, t *meta.Topic, d topicConfigDef, synonyms bool) kmsg.DescribeConfigsResponseResourceConfig {
+// describeTopicEntry is the DescribeConfigs entry of topic config d of t, as Kafka's
+// ConfigHelper.createTopicConfigEntry makes it: the topic's override or the broker default in
+// force, and as synonyms the override and the layers of the broker key that sets the default
+// (brokerLayers); its source is that of the first synonym.
+func (b *Broker) describeTopicEntry(im *meta.Image, t *meta.Topic, d topicConfigDef, synonyms, docs bool) kmsg.DescribeConfigsResponseResourceConfig {
 	var layers []configLayer
 	if v, ok := t.Configs[d.name]; ok {
 		layers = append(layers, configLayer{d.name, kmsg.StringPtr(v), sourceDynamicTopic})
 	}
-	if bd, ok := lookupBrokerConfig(d.brokerKey); ok && bd.get != nil {
-		layers = append(layers, b.brokerConfigLayers(im, bd)...)
-	} else if d.brokerKey != "" {
-		layers = append(layers, configLayer{d.brokerKey, kmsg.StringPtr(d.defaultValue(&b.cfg)), sourceDefault})
+	if d.brokerKey != "" {
+		layers = append(layers, b.brokerLayers(im, d.brokerKey)...)
 	}
 	v, _ := b.live().effectiveTopicConfig(t.Configs, d.name)
 	c := kmsg.NewDescribeConfigsResponseResourceConfig()
@@ -162,25 +171,26 @@ func (b *Broker) describeTopicEntry(im *meta.Image, t *meta.Topic, d topicConfig
 	c.Value = kmsg.StringPtr(v)
 	c.Source = sourceDefault
 	if len(layers) > 0 {
-		c.Source = layers[0].source // as Kafka: the source of the first synonym
+		c.Source = layers[0].source
 	}
 	c.ConfigType = d.kind.configType()
 	if synonyms {
 		c.ConfigSynonyms = synonymsOf(layers)
+	}
+	if docs {
+		c.Documentation = kmsg.StringPtr(d.documentation())
 	}
 	return c
 }
 
 // describeDefaultEntry is the DescribeConfigs entry of key in the cluster-wide default
 // resource: its dynamic default, the only synonym Kafka lists there.
-func (b *Broker) describeDefaultEntry(im *meta.Image, key string, synonyms bool) kmsg.DescribeConfigsResponseResourceConfig {
-	c := kmsg.NewDescribeConfigsResponseResourceConfig()
-	c.Name = key
-	c.Value = kmsg.StringPtr(im.BrokerConfigs[""][key])
-	c.Source = kmsg.ConfigSourceDynamicDefaultBrokerConfig
-	if d, ok := lookupBrokerConfig(key); ok {
-		c.ConfigType = d.kind.configType()
+func (b *Broker) describeDefaultEntry(im *meta.Image, key string, synonyms, docs bool) kmsg.DescribeConfigsResponseResourceConfig {
+	c := b.describeBrokerEntry(im, key, false, docs)
+	if !c.IsSensitive {
+		c.Value = kmsg.StringPtr(im.BrokerConfigs[""][key])
 	}
+	c.Source = kmsg.ConfigSourceDynamicDefaultBrokerConfig
 	if synonyms {
 		c.ConfigSynonyms = synonymsOf([]configLayer{{key, c.Value, c.Source}})
 	}

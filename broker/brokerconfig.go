@@ -154,10 +154,10 @@ type Config struct {
 	// snapshot of the metadata image every this many Raft entries.
 	MetadataSnapshotEntries uint64
 
-	// explicit holds the keys set with Set (from server.properties or an override), which
-	// DescribeConfigs reports as STATIC_BROKER_CONFIG. A Config is built once and then copied,
-	// so the copies share it.
-	explicit map[string]bool
+	// static holds the keys set with Set (from server.properties or an override) with their
+	// values as given, which DescribeConfigs reports as STATIC_BROKER_CONFIG. A Config is
+	// built once and then copied, so the copies share it.
+	static map[string]string
 }
 
 // Listener is one name://host:port entry of listeners.
@@ -184,11 +184,13 @@ const (
 	kindDouble
 	kindString
 	kindList
+	kindClass
+	kindPassword
 )
 
 // String is the kind's name as Kafka's documentation writes it.
 func (k configKind) String() string {
-	return [...]string{"long", "int", "short", "boolean", "double", "string", "list"}[k]
+	return [...]string{"long", "int", "short", "boolean", "double", "string", "list", "class", "password"}[k]
 }
 
 // bits is how many bits an integer kind holds.
@@ -230,9 +232,6 @@ type brokerConfigDef struct {
 	set func(c *Config, val string) error
 	// get renders the current value as set would take it; nil for synonyms and ignored keys.
 	get func(c *Config) string
-	// sensitive values (passwords, private keys) are never described, as Kafka's PASSWORD
-	// type: DescribeConfigs answers them as null with IsSensitive.
-	sensitive bool
 }
 
 // intRule is an extra rule on an integer value.
@@ -385,13 +384,14 @@ func listenersDef(name, dflt string, field func(*Config) *[]Listener, doc string
 }
 
 // synonymDef is a key that sets the key of; in another unit when scale is not 0: a value n
-// sets of to n*scale.
-func synonymDef(name, of string, kind configKind, scale int64, unit string) brokerConfigDef {
+// sets of to n*scale. dflt, if not empty, is the default of, set through this key, as Kafka
+// has log.retention.hours=168 and no log.retention.ms.
+func synonymDef(name, of string, kind configKind, scale int64, unit, dflt string) brokerConfigDef {
 	doc := "the same as " + of
 	if scale != 0 {
 		doc = of + " in " + unit
 	}
-	return brokerConfigDef{name: name, kind: kind, synonymOf: of, scale: scale, doc: doc}
+	return brokerConfigDef{name: name, kind: kind, synonymOf: of, scale: scale, doc: doc, dflt: dflt}
 }
 
 // ofKind is d described as a value of kind k, for a key Kafka types otherwise than its field.
@@ -424,10 +424,10 @@ func (d brokerConfigDef) unsetWhenZero() brokerConfigDef {
 	return d
 }
 
-// secret marks d's values sensitive.
+// secret makes d a password, as Kafka's PASSWORD type: DescribeConfigs answers its values as
+// null, with IsSensitive.
 func (d brokerConfigDef) secret() brokerConfigDef {
-	d.sensitive = true
-	return d
+	return d.ofKind(kindPassword)
 }
 
 // ignoredDef is a Kafka key accepted with no effect yet.
@@ -453,14 +453,14 @@ var brokerConfigDefs = slices.Concat(coreConfigDefs, securityConfigDefs, oauthCo
 var coreConfigDefs = []brokerConfigDef{
 	intDef("node.id", kindInt, "1", func(c *Config) *int32 { return &c.NodeID }, nil,
 		"this node's id, in the cluster and in the metadata log"),
-	synonymDef("broker.id", "node.id", kindInt, 0, ""),
+	synonymDef("broker.id", "node.id", kindInt, 0, "", ""),
 	listenersDef("listeners", "PLAINTEXT://127.0.0.1:9092", func(c *Config) *[]Listener { return &c.Listeners },
 		"NAME://host:port,... to listen on; an empty host is every interface. The first one that is not the controller listener serves clients"),
 	listenersDef("advertised.listeners", "", func(c *Config) *[]Listener { return &c.AdvertisedListeners },
 		"the listeners as clients are told to reach them; empty: the listeners"),
 	listDef("log.dirs", "./data", func(c *Config) *[]string { return &c.LogDirs }, nonEmpty,
-		"the data directories; ringbroker uses the first"),
-	synonymDef("log.dir", "log.dirs", kindString, 0, ""),
+		"the data directories; ringbroker uses the first").ofKind(kindString),
+	synonymDef("log.dir", "log.dirs", kindString, 0, "", ""),
 	intDef("num.partitions", kindInt, "1", func(c *Config) *int32 { return &c.NumPartitions }, atLeast(1),
 		"partitions of a topic created without a count"),
 	intDef("default.replication.factor", kindInt, "1", func(c *Config) *int16 { return &c.DefaultReplication }, nil,
@@ -501,9 +501,9 @@ var coreConfigDefs = []brokerConfigDef{
 		"ringbroker's own: the cluster id an unformatted log dir is formatted with (Kafka takes it from the format step); empty: a new one on a single node"),
 	intDef("log.segment.bytes", kindInt, "1073741824", func(c *Config) *int64 { return &c.SegmentBytes }, nil,
 		"segment size at which a log rolls (topic config segment.bytes)").live(),
-	msDef("log.roll.ms", kindLong, "604800000", func(c *Config) *time.Duration { return &c.SegmentMs }, nil,
-		"segment age at which a log rolls (topic config segment.ms)").live(),
-	synonymDef("log.roll.hours", "log.roll.ms", kindInt, 3600*1000, "hours").live(),
+	msDef("log.roll.ms", kindLong, "", func(c *Config) *time.Duration { return &c.SegmentMs }, nil,
+		"segment age at which a log rolls (topic config segment.ms); unset: log.roll.hours").live(),
+	synonymDef("log.roll.hours", "log.roll.ms", kindInt, 3600*1000, "hours", "168"),
 	intDef("log.index.interval.bytes", kindInt, "4096", func(c *Config) *int { return &c.IndexIntervalBytes }, nil,
 		"bytes between offset index entries (topic config index.interval.bytes)").live(),
 	intDef("log.index.size.max.bytes", kindInt, "10485760", func(c *Config) *int { return &c.MaxIndexBytes }, nil,
@@ -516,10 +516,10 @@ var coreConfigDefs = []brokerConfigDef{
 		"ringbroker's own: answer Produce with acks >= 1 after a shared fsync covering its batch (topic config flush.group.commit); see Durability").live(),
 	intDef("log.cache.window.bytes", kindLong, "67108864", func(c *Config) *int64 { return &c.LogCacheWindowBytes }, atLeast(0),
 		"ringbroker's own: how many of each partition's newest bytes stay in the page cache; older ones are written back and dropped from it so new writes reuse their pages; 0 leaves the page cache to the kernel as Kafka does; see Page cache"),
-	intDef("log.retention.ms", kindLong, "604800000", func(c *Config) *int64 { return &c.RetentionMs }, nil,
-		"how long a log keeps a segment; -1 is forever (topic config retention.ms)").live(),
-	synonymDef("log.retention.minutes", "log.retention.ms", kindInt, 60*1000, "minutes").live(),
-	synonymDef("log.retention.hours", "log.retention.ms", kindInt, 3600*1000, "hours").live(),
+	intDef("log.retention.ms", kindLong, "", func(c *Config) *int64 { return &c.RetentionMs }, nil,
+		"how long a log keeps a segment; -1 is forever (topic config retention.ms); unset: log.retention.minutes, else log.retention.hours").live(),
+	synonymDef("log.retention.minutes", "log.retention.ms", kindInt, 60*1000, "minutes", ""),
+	synonymDef("log.retention.hours", "log.retention.ms", kindInt, 3600*1000, "hours", "168"),
 	intDef("log.retention.bytes", kindLong, "-1", func(c *Config) *int64 { return &c.RetentionBytes }, nil,
 		"the size past which a partition's log deletes its oldest segments; -1 is unbounded (topic config retention.bytes)").live(),
 	msDef("log.retention.check.interval.ms", kindLong, "300000", func(c *Config) *time.Duration { return &c.RetentionCheckInterval }, atLeast(1),
@@ -565,7 +565,7 @@ var coreConfigDefs = []brokerConfigDef{
 	listDef("controller.quorum.bootstrap.servers", "", func(c *Config) *[]string { return &c.QuorumBootstrapServers }, nil,
 		"dynamic quorums (KIP-853), refused for now: use controller.quorum.voters"),
 	listDef("controller.listener.names", "", func(c *Config) *[]string { return &c.ControllerListenerNames }, nil,
-		"the listener the controllers use, by name (required with controller.quorum.voters)"),
+		"the listener the controllers use, by name (required with controller.quorum.voters)").ofKind(kindString),
 	msDef("broker.heartbeat.interval.ms", kindInt, "2000", func(c *Config) *time.Duration { return &c.BrokerHeartbeatInterval }, atLeast(1),
 		"how often a broker heartbeats to the active controller"),
 	msDef("broker.session.timeout.ms", kindInt, "9000", func(c *Config) *time.Duration { return &c.BrokerSessionTimeout }, atLeast(1),
@@ -630,7 +630,7 @@ var coreConfigDefs = []brokerConfigDef{
 	ignoredDef("socket.receive.buffer.bytes", kindInt),
 	ignoredDef("num.recovery.threads.per.data.dir", kindInt),
 	ignoredDef("share.coordinator.state.topic.replication.factor", kindShort),
-	ignoredDef("share.coordinator.state.topic.min.isr", kindInt),
+	ignoredDef("share.coordinator.state.topic.min.isr", kindShort),
 }
 
 // lookupBrokerConfig returns the definition of key.
@@ -652,7 +652,7 @@ func DefaultConfig() Config {
 		if d.dflt == "" {
 			continue
 		}
-		if err := d.set(&c, d.dflt); err != nil {
+		if err := c.set(d.name, d.dflt); err != nil {
 			panic(fmt.Sprintf("broker config %s: default %q refused: %v", d.name, d.dflt, err))
 		}
 	}
@@ -668,12 +668,14 @@ func (c *Config) Set(key, val string) error {
 	if err := c.set(key, val); err != nil {
 		return fmt.Errorf("config %s=%q: %w", key, val, err)
 	}
-	if c.explicit == nil {
-		c.explicit = map[string]bool{}
+	if c.static == nil {
+		c.static = map[string]string{}
 	}
-	c.explicit[key] = true
-	if d, _ := lookupBrokerConfig(key); d.synonymOf != "" {
-		c.explicit[d.synonymOf] = true
+	c.static[key] = val
+	if d, _ := lookupBrokerConfig(key); d.synonymOf != "" && d.scale == 0 {
+		// An alias (broker.id, log.dir) is the key it names under another name; a synonym
+		// in another unit (log.retention.hours) is a key of its own, as in Kafka.
+		c.static[d.synonymOf] = val
 	}
 	return nil
 }
@@ -683,6 +685,9 @@ func (c *Config) set(key, val string) error {
 		return c.setListenerProp(key, val)
 	}
 	d, ok := lookupBrokerConfig(key)
+	if _, kafka := lookupKafkaBrokerKey(key); !ok && kafka {
+		return fmt.Errorf("ringbroker does not support %s: it lists the key with Kafka's default and does not act on it", key)
+	}
 	if !ok {
 		return fmt.Errorf("unknown config key %q", key)
 	}
@@ -700,7 +705,10 @@ func (c *Config) set(key, val string) error {
 }
 
 // isExplicit reports whether key was set with Set.
-func (c *Config) isExplicit(key string) bool { return c.explicit[key] }
+func (c *Config) isExplicit(key string) bool {
+	_, ok := c.static[key]
+	return ok
+}
 
 // offsetsTopicRF is the replication factor __consumer_offsets is created with: the configured
 // one, or 1 on a node that founds a quorum of its own (no controller.quorum.voters) and was

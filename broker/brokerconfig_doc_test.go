@@ -18,11 +18,17 @@ const (
 )
 
 // brokerConfigMarkdown renders brokerConfigDefs as the README's table: one row a key, its
-// synonyms beside it and whether it is a dynamic broker config, and the keys accepted without effect in a sentence after.
+// synonyms beside it and whether it is a dynamic broker config, and the keys accepted without
+// effect in a sentence after; then Kafka's keys that ringbroker lists without acting on them
+// (kafkaBrokerKeys), in a table of their own.
 func brokerConfigMarkdown() string {
 	synonyms := map[string][]string{}
+	synonymDefaults := map[string]string{}
 	var ignored []string
 	for _, d := range brokerConfigDefs {
+		if d.synonymOf != "" && d.dflt != "" {
+			synonymDefaults[d.synonymOf] = fmt.Sprintf("`%s` (%s)", d.dflt, d.name)
+		}
 		switch {
 		case d.synonymOf != "" && d.scale != 0:
 			synonyms[d.synonymOf] = append(synonyms[d.synonymOf], fmt.Sprintf("`%s` (%s)", d.name, strings.TrimPrefix(d.doc, d.synonymOf+" in ")))
@@ -45,6 +51,8 @@ func brokerConfigMarkdown() string {
 		dflt := "unset"
 		if d.dflt != "" {
 			dflt = "`" + d.dflt + "`"
+		} else if sd, ok := synonymDefaults[d.name]; ok {
+			dflt = sd
 		}
 		dynamic := "no"
 		if d.dynamic {
@@ -53,6 +61,22 @@ func brokerConfigMarkdown() string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", key, d.kind, dflt, dynamic, d.doc)
 	}
 	fmt.Fprintf(&b, "\nAccepted for compatibility with Kafka's sample `server.properties`, with no effect yet: %s.\n", strings.Join(ignored, ", "))
+	b.WriteString("\nDescribeConfigs (`kafka-configs --describe --all`) lists every broker key Apache Kafka 4.1.1 lists. " +
+		"These are listed with Kafka's default and read-only, and ringbroker does not act on them: " +
+		"`server.properties` may not set them, and IncrementalAlterConfigs refuses them (INVALID_REQUEST) with Kafka's message for " +
+		"read-only keys and, for keys Kafka changes while running, one saying that ringbroker does not support changing them.\n\n" +
+		"<details><summary>Kafka keys listed but not acted on</summary>\n\n| key | type | Kafka's default | Kafka's update mode | meaning in Kafka |\n|---|---|---|---|---|\n")
+	for _, k := range kafkaBrokerKeys {
+		if _, ours := lookupBrokerConfig(k.name); ours {
+			continue
+		}
+		dflt := "unset"
+		if v := k.defaultValue(); v != nil {
+			dflt = "`" + *v + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", k.name, k.kind, dflt, k.mode, k.doc)
+	}
+	b.WriteString("\n</details>\n")
 	return b.String()
 }
 

@@ -3,12 +3,14 @@ package broker
 import (
 	"context"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/internal/brokertest"
 )
 
 // TestDefaultConfig checks the defaults the table gives against the values Config had before
@@ -58,7 +60,7 @@ func TestDefaultConfig(t *testing.T) {
 		if d.doc == "" {
 			t.Errorf("key %s has no doc", d.name)
 		}
-		if d.get != nil && d.get(&got) != d.dflt {
+		if d.get != nil && d.dflt != "" && d.get(&got) != d.dflt {
 			t.Errorf("key %s reads back %q by default, want its default %q", d.name, d.get(&got), d.dflt)
 		}
 		if _, ok := lookupBrokerConfig(d.synonymOf); d.synonymOf != "" && !ok {
@@ -66,7 +68,9 @@ func TestDefaultConfig(t *testing.T) {
 		}
 	}
 	for _, d := range topicConfigDefs {
-		if bd, ok := lookupBrokerConfig(d.brokerKey); d.dflt == nil && (!ok || bd.get == nil) {
+		bd, ours := lookupBrokerConfig(d.brokerKey)
+		k, kafka := lookupKafkaBrokerKey(d.brokerKey)
+		if d.dflt == nil && (ours && bd.get == nil || !ours && (!kafka || k.defaultValue() == nil)) {
 			t.Errorf("topic config %s takes its default from broker key %q, which has no value", d.name, d.brokerKey)
 		}
 	}
@@ -86,52 +90,117 @@ func TestBrokerConfigSet(t *testing.T) {
 		c.ConsumerAssignors[0] != "range" {
 		t.Fatalf("config after overrides: %+v", c)
 	}
-	if !c.isExplicit("node.id") || !c.isExplicit("log.retention.ms") || c.isExplicit("num.partitions") {
-		t.Fatalf("explicit keys: %v", c.explicit)
+	// An alias sets its key; a key in another unit is a key of its own, as in Kafka.
+	if !c.isExplicit("node.id") || !c.isExplicit("log.retention.hours") || c.isExplicit("log.retention.ms") || c.isExplicit("num.partitions") {
+		t.Fatalf("keys set: %v", c.static)
 	}
 	for _, kv := range []string{"no.such.key=1", "num.partitions=0", "queued.max.request.bytes=0", "queued.max.request.bytes=-2",
 		"num.io.threads=0", "max.inflight.requests.per.connection=0", "io.backend=epoll", "num.network.threads=many",
 		"default.replication.factor=40000", "log.dirs=", "process.roles=observer", "io.pin.cpus=maybe", "listeners=9092",
-		"leader.replication.throttled.rate=1000"} {
+		"leader.replication.throttled.rate=1000", "log.cleaner.threads=2"} {
 		if err := c.Override(kv); err == nil {
 			t.Errorf("override %s accepted", kv)
 		} else if k, _, _ := strings.Cut(kv, "="); !strings.Contains(err.Error(), k) {
 			t.Errorf("override %s: error %q does not name the key", kv, err)
 		}
 	}
+	if err := c.Override("log.cleaner.threads=2"); err == nil || !strings.Contains(err.Error(), "ringbroker does not support log.cleaner.threads") {
+		t.Errorf("override of a Kafka key ringbroker does not act on: %v; want it refused as such", err)
+	}
 }
 
-// TestDescribeBrokerConfigs asks a broker for its configs: every key of the table but synonyms
-// and ignored ones (and dynamic-only ones, unset), typed, with the keys set at start as static
-// and the rest as defaults.
+// TestDescribeBrokerConfigs asks a broker for its configs: exactly the keys Kafka 4.1.1 lists
+// (testdata) when no other key is set, typed, with the keys set at start as static and the rest
+// as defaults, Kafka's synonym chains, the keys ringbroker does not act on read-only with
+// Kafka's default and documented as such, and a ringbroker key listed once it is set.
 func TestDescribeBrokerConfigs(t *testing.T) {
-	b := startBroker(t, "netpoll", t.TempDir(), "num.partitions=3")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	rcs, err := kadm.NewClient(newClient(t, b)).DescribeBrokerConfigs(ctx, b.cfg.NodeID)
-	if err != nil {
-		t.Fatal(err)
+	const jaas = `org.apache.kafka.common.security.plain.PlainLoginModule required user_a="secret";`
+	want := map[string]kafkaConfigRow{}
+	for _, r := range readKafkaConfigs(t, "testdata/kafka-4.1.1-broker-configs.tsv") {
+		want[r.name] = r
 	}
-	rc, err := rcs.On("1", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]kadm.Config{}
-	for _, c := range rc.Configs {
-		got[c.Key] = c
-	}
-	for _, d := range brokerConfigDefs {
-		if _, ok := got[d.name]; ok != (d.get != nil && !d.dynamicOnly) {
-			t.Errorf("key %s described: %v", d.name, ok)
+	for _, tc := range []struct {
+		overrides []string
+		extra     []string // keys listed beyond Kafka's
+	}{
+		{overrides: []string{"num.partitions=3", "log.retention.hours=100"}},
+		{overrides: []string{"log.flush.group.commit=true", "listener.name.plaintext.plain.sasl.jaas.config=" + jaas},
+			extra: []string{"log.flush.group.commit", "listener.name.plaintext.plain.sasl.jaas.config"}},
+	} {
+		b := startBroker(t, "netpoll", t.TempDir(), tc.overrides...)
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		req.IncludeSynonyms, req.IncludeDocumentation = true, true
+		res := kmsg.NewDescribeConfigsRequestResource()
+		res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeBroker, "1"
+		req.Resources = append(req.Resources, res)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		resp, err := req.RequestWith(ctx, newClient(t, b))
+		cancel()
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if c := got["num.partitions"]; c.MaybeValue() != "3" || c.Source != kmsg.ConfigSourceStaticBrokerConfig {
-		t.Errorf("num.partitions described as %+v", c)
-	}
-	if c := got["log.segment.bytes"]; c.MaybeValue() != "1073741824" || c.Source != kmsg.ConfigSourceDefaultConfig {
-		t.Errorf("log.segment.bytes described as %+v", c)
-	}
-	if c := got["log.flush.interval.ms"]; c.Value != nil {
-		t.Errorf("unset log.flush.interval.ms described as %q", c.MaybeValue())
+		got := map[string]kmsg.DescribeConfigsResponseResourceConfig{}
+		for _, c := range resp.Resources[0].Configs {
+			got[c.Name] = c
+			if _, ok := want[c.Name]; !ok && !slices.Contains(tc.extra, c.Name) {
+				t.Errorf("%v: key %s listed; Kafka 4.1.1 does not list it", tc.overrides, c.Name)
+			}
+			if c.Documentation == nil || *c.Documentation == "" {
+				t.Errorf("%v: key %s without documentation", tc.overrides, c.Name)
+			}
+		}
+		for name, r := range want {
+			c, ok := got[name]
+			if !ok {
+				t.Errorf("%v: key %s not listed", tc.overrides, name)
+				continue
+			}
+			if g := c.ConfigType.String(); g != r.kind {
+				t.Errorf("key %s of type %s, Kafka's %s", name, g, r.kind)
+			}
+			if g := brokertest.ConfigValue(c.Value); c.Source == kmsg.ConfigSourceDefaultConfig && g != r.dflt && ringbrokerDefaults[name] == "" {
+				t.Errorf("key %s described as %s by default, Kafka's default %s", name, g, r.dflt)
+			}
+			if r.kind == "PASSWORD" && (!c.IsSensitive || c.Value != nil) {
+				t.Errorf("password %s described as %s, sensitive %v", name, brokertest.ConfigValue(c.Value), c.IsSensitive)
+			}
+		}
+		for _, extra := range tc.extra {
+			if c := got[extra]; c.Source != kmsg.ConfigSourceStaticBrokerConfig {
+				t.Errorf("%v: %s described as %s (%v)", tc.overrides, extra, brokertest.ConfigValue(c.Value), c.Source)
+			}
+		}
+		// A listener override is typed and hidden as the key it overrides, which is its synonym.
+		if c := got["listener.name.plaintext.plain.sasl.jaas.config"]; len(tc.extra) > 0 && (c.ConfigType != kmsg.ConfigTypePassword || !c.IsSensitive ||
+			c.Value != nil || synonymSources(c) != "STATIC_BROKER_CONFIG:listener.name.plaintext.plain.sasl.jaas.config=") {
+			t.Errorf("listener override described as %s (%v, sensitive %v), synonyms %q", brokertest.ConfigValue(c.Value), c.ConfigType, c.IsSensitive, synonymSources(c))
+		}
+		if len(tc.extra) > 0 {
+			continue
+		}
+		for _, w := range []struct{ key, value, source, synonyms string }{
+			{"num.partitions", "3", "STATIC_BROKER_CONFIG", "STATIC_BROKER_CONFIG:num.partitions=3, DEFAULT_CONFIG:num.partitions=1"},
+			{"log.segment.bytes", "1073741824", "DEFAULT_CONFIG", "DEFAULT_CONFIG:log.segment.bytes=1073741824"},
+			// As Kafka: log.retention.ms itself is unset, so its chain is empty.
+			{"log.retention.ms", "null", "DEFAULT_CONFIG", ""},
+			{"log.retention.hours", "100", "STATIC_BROKER_CONFIG", "STATIC_BROKER_CONFIG:log.retention.hours=100, DEFAULT_CONFIG:log.retention.hours=168"},
+			{"log.flush.interval.ms", "null", "DEFAULT_CONFIG", ""},
+			{"log.cleaner.threads", "1", "DEFAULT_CONFIG", "DEFAULT_CONFIG:log.cleaner.threads=1"},
+			{"ssl.keystore.password", "null", "DEFAULT_CONFIG", ""},
+		} {
+			c := got[w.key]
+			if g := brokertest.ConfigValue(c.Value); g != w.value || c.Source.String() != w.source || synonymSources(c) != w.synonyms {
+				t.Errorf("%s described as %s (%v), synonyms %q; want %s (%s), synonyms %q", w.key, g, c.Source, synonymSources(c), w.value, w.source, w.synonyms)
+			}
+		}
+		if c := got["log.cleaner.threads"]; !c.ReadOnly || !strings.HasSuffix(*c.Documentation, notActedOnDoc) {
+			t.Errorf("log.cleaner.threads, which ringbroker does not act on: read-only %v, documentation %q", c.ReadOnly, *c.Documentation)
+		}
+		if c := got["log.retention.ms"]; c.ReadOnly {
+			t.Errorf("log.retention.ms, a dynamic config, described read-only")
+		}
+		if lc := b.cfg.RetentionMs; lc != 100*3600*1000 {
+			t.Errorf("log.retention.hours=100: log.retention.ms in force %d", lc)
+		}
 	}
 }

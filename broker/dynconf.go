@@ -18,9 +18,10 @@ import (
 // broker (resource name "1") or as the cluster-wide default (resource name ""). Every node
 // applies them on the image that holds them, over server.properties, in Kafka's order of
 // precedence: per-broker, then default, then static, then the built-in default. Only keys
-// marked dynamic in brokerConfigDefs (live, onlyDynamic) may be set and take effect; Kafka's other dynamic keys that ringbroker has
-// (notLive) are refused, read-only ones are refused as Kafka refuses them, and keys ringbroker
-// does not know are stored as Kafka stores them, without effect.
+// marked dynamic in brokerConfigDefs (live, onlyDynamic) may be set and take effect; Kafka's
+// other dynamic keys (kafkaBrokerKeys) are refused with a message saying ringbroker does not
+// change them, read-only ones as Kafka refuses them, and keys neither knows are stored as
+// Kafka stores them, without effect.
 
 // dynamicConfig is the configuration in force: the static one with the image's dynamic broker
 // configs applied.
@@ -109,7 +110,7 @@ func (b *Broker) alterBrokerConfigs(res kmsg.IncrementalAlterConfigsRequestResou
 	if code != nil {
 		return code, msg
 	}
-	if code, msg := b.validateBrokerConfigs(next); code != nil {
+	if code, msg := b.validateBrokerConfigs(cur, next); code != nil {
 		return code, msg
 	}
 	if validateOnly {
@@ -136,124 +137,40 @@ func (b *Broker) alterBrokerConfigs(res kmsg.IncrementalAlterConfigsRequestResou
 	return nil, ""
 }
 
-// validateBrokerConfigs checks the dynamic configs a broker resource would have, as Kafka's
-// DynamicBrokerConfig.validateConfigs, whose errors Kafka answers with INVALID_REQUEST.
-func (b *Broker) validateBrokerConfigs(cfgs map[string]string) (*kerr.Error, string) {
-	var readOnly []string
-	for _, k := range slices.Sorted(maps.Keys(cfgs)) {
+// validateBrokerConfigs checks the keys an alteration sets or changes, from cur to next, as
+// Kafka's DynamicBrokerConfig.validateConfigs does, whose errors Kafka answers with
+// INVALID_REQUEST: a key Kafka cannot change dynamically is refused with Kafka's message; one
+// Kafka changes dynamically but ringbroker does not (it does not act on it, or only at start)
+// with a message that says so; keys neither knows are stored without effect, as Kafka stores
+// them.
+func (b *Broker) validateBrokerConfigs(cur, next map[string]string) (*kerr.Error, string) {
+	var readOnlyKeys []string
+	for _, k := range slices.Sorted(maps.Keys(next)) {
+		if old, ok := cur[k]; ok && old == next[k] {
+			continue
+		}
 		if reason, ok := notLive[k]; ok {
 			return kerr.InvalidRequest, "Cannot update " + k + " dynamically on ringbroker: " + reason
 		}
-		d, ok := lookupBrokerConfig(k)
-		if !ok {
-			continue // unknown keys are stored without effect, as Kafka stores them
-		}
-		if !d.dynamic {
-			readOnly = append(readOnly, k)
-			continue
-		}
-		scratch := b.cfg
-		if err := scratch.set(k, cfgs[k]); err != nil {
-			return kerr.InvalidRequest, fmt.Sprintf("Invalid value %s for configuration %s: %v", cfgs[k], k, err)
+		d, ours := lookupBrokerConfig(k)
+		kk, kafka := lookupKafkaBrokerKey(k)
+		switch {
+		case ours && d.dynamic:
+			scratch := b.cfg
+			if err := scratch.set(k, next[k]); err != nil {
+				return kerr.InvalidRequest, fmt.Sprintf("Invalid value %s for configuration %s: %v", next[k], k, err)
+			}
+		case kafka && kk.mode != readOnly && ours:
+			return kerr.InvalidRequest, "ringbroker does not support changing " + k + " dynamically (Kafka's update mode is " + kk.mode.String() +
+				"): set it in server.properties and restart"
+		case kafka && kk.mode != readOnly:
+			return kerr.InvalidRequest, "ringbroker does not support changing " + k + ": it lists the key with Kafka's default and does not act on it"
+		case ours || kafka:
+			readOnlyKeys = append(readOnlyKeys, k)
 		}
 	}
-	if len(readOnly) > 0 {
-		return kerr.InvalidRequest, "Cannot update these configs dynamically: Set(" + strings.Join(readOnly, ", ") + ")"
+	if len(readOnlyKeys) > 0 {
+		return kerr.InvalidRequest, "Cannot update these configs dynamically: Set(" + strings.Join(readOnlyKeys, ", ") + ")"
 	}
 	return nil, ""
-}
-
-// configLayer is one place a config's value may come from, in DescribeConfigs' terms.
-type configLayer struct {
-	name   string
-	value  *string
-	source kmsg.ConfigSource
-}
-
-// brokerConfigLayers lists where broker config d gets its value on this node, most important
-// first: the dynamic per-broker and default configs of im, each by d's name and then by its
-// synonyms (log.retention.ms, then log.retention.minutes and log.retention.hours), as Kafka
-// lists them; server.properties; and the built-in default. The first one is in force.
-func (b *Broker) brokerConfigLayers(im *meta.Image, d brokerConfigDef) []configLayer {
-	var out []configLayer
-	if d.dynamic {
-		names := []string{d.name}
-		for _, s := range brokerConfigDefs {
-			if s.synonymOf == d.name && s.dynamic {
-				names = append(names, s.name)
-			}
-		}
-		for _, res := range []struct {
-			name   string
-			source kmsg.ConfigSource
-		}{{b.brokerResource(), kmsg.ConfigSourceDynamicBrokerConfig}, {"", kmsg.ConfigSourceDynamicDefaultBrokerConfig}} {
-			for _, n := range names {
-				if v, ok := im.BrokerConfigs[res.name][n]; ok {
-					out = append(out, configLayer{n, kmsg.StringPtr(v), res.source})
-				}
-			}
-		}
-	}
-	if d.dynamicOnly {
-		return out
-	}
-	if b.cfg.isExplicit(d.name) && d.get != nil {
-		out = append(out, configLayer{d.name, nullIfEmpty(d.get(&b.cfg)), sourceStaticBroker})
-	}
-	if d.get != nil {
-		var dflt *string
-		if d.dflt != "" {
-			dflt = kmsg.StringPtr(d.dflt)
-		}
-		out = append(out, configLayer{d.name, dflt, sourceDefault})
-	}
-	return out
-}
-
-func nullIfEmpty(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
-// describeBrokerEntry is the DescribeConfigs entry of broker config d: the value in force and
-// its source, read-only unless dynamic, with the layers below as synonyms when asked.
-func (b *Broker) describeBrokerEntry(im *meta.Image, d brokerConfigDef, synonyms bool) kmsg.DescribeConfigsResponseResourceConfig {
-	layers := b.brokerConfigLayers(im, d)
-	c := kmsg.NewDescribeConfigsResponseResourceConfig()
-	c.Name = d.name
-	c.ReadOnly = !d.dynamic
-	c.ConfigType = d.kind.configType()
-	c.Source = sourceDefault
-	if len(layers) > 0 {
-		c.Value, c.Source = layers[0].value, layers[0].source
-	}
-	if d.get != nil && (len(layers) == 0 || layers[0].name != d.name || layers[0].source == sourceStaticBroker || layers[0].source == sourceDefault) {
-		// The value in force, in d's own unit: set by a synonym (log.retention.hours), or
-		// computed at start for some keys (offsets RF).
-		c.Value = nullIfEmpty(d.get(b.live()))
-	}
-	if synonyms {
-		c.ConfigSynonyms = synonymsOf(layers)
-	}
-	if d.sensitive {
-		c.IsSensitive = true
-		c.Value = nil
-		for i := range c.ConfigSynonyms {
-			c.ConfigSynonyms[i].Value = nil
-		}
-	}
-	return c
-}
-
-// synonymsOf lists layers as DescribeConfigs synonyms.
-func synonymsOf(layers []configLayer) []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym {
-	out := make([]kmsg.DescribeConfigsResponseResourceConfigConfigSynonym, 0, len(layers))
-	for _, l := range layers {
-		s := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
-		s.Name, s.Value, s.Source = l.name, l.value, l.source
-		out = append(out, s)
-	}
-	return out
 }

@@ -90,7 +90,7 @@ const listenerPropPrefix = "listener.name."
 
 // securityConfigDefs are the keys of SecurityConfig.
 var securityConfigDefs = []brokerConfigDef{
-	stringDef("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+	stringDef("listener.security.protocol.map", "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
 		func(c *Config) *string { return &c.protocolMapText }, checkProtocolMap,
 		"LISTENER:PROTOCOL,... : the security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) of each listener name; an unmapped controller listener is PLAINTEXT"),
 	stringDef("inter.broker.listener.name", "", func(c *Config) *string { return &c.Security.InterBrokerListener }, nil,
@@ -118,7 +118,7 @@ var securityConfigDefs = []brokerConfigDef{
 	stringDef("ssl.key.password", "", func(c *Config) *string { return &c.Security.SSLKeyPassword }, nil,
 		"the password of an encrypted PKCS#8 private key").secret(),
 	stringDef("ssl.keystore.certificate.chain", "", func(c *Config) *string { return &c.Security.SSLKeystoreCertChain }, nil,
-		"the certificate chain in PEM, instead of ssl.keystore.location"),
+		"the certificate chain in PEM, instead of ssl.keystore.location").secret(),
 	stringDef("ssl.keystore.key", "", func(c *Config) *string { return &c.Security.SSLKeystoreKey }, nil,
 		"the private key in PEM, instead of ssl.keystore.location").secret(),
 	stringDef("ssl.truststore.type", "JKS", func(c *Config) *string { return &c.Security.SSLTruststoreType }, nil,
@@ -128,7 +128,7 @@ var securityConfigDefs = []brokerConfigDef{
 	stringDef("ssl.truststore.password", "", func(c *Config) *string { return &c.Security.SSLTruststorePassword }, nil,
 		"the trust store password (not used for PEM files)").secret(),
 	stringDef("ssl.truststore.certificates", "", func(c *Config) *string { return &c.Security.SSLTruststoreCerts }, nil,
-		"the trusted CA certificates in PEM, instead of ssl.truststore.location"),
+		"the trusted CA certificates in PEM, instead of ssl.truststore.location").secret(),
 	stringDef("ssl.client.auth", "none", func(c *Config) *string { return &c.Security.SSLClientAuth }, checkClientAuth,
 		"whether TLS clients must present a certificate: required, requested or none"),
 	listDef("ssl.enabled.protocols", "TLSv1.2,TLSv1.3", func(c *Config) *[]string { return &c.Security.SSLEnabledProtocols }, nil,

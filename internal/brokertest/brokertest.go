@@ -232,3 +232,15 @@ func SegmentBytes(t testing.TB, partitionDir string) int64 {
 	}
 	return n
 }
+
+// ConfigValue renders a config value as the testdata lists of Kafka's config keys write it:
+// null for none, "" (two quotes) for the empty string, else the value.
+func ConfigValue(v *string) string {
+	switch {
+	case v == nil:
+		return "null"
+	case *v == "":
+		return `""`
+	}
+	return *v
+}
