@@ -177,6 +177,9 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 	if err := cfg.checkAdvertised(); err != nil {
 		return nil, err
 	}
+	for _, key := range cfg.NotActedOn() {
+		logger.Warn("config sets a Kafka key ringbroker does not act on; it is kept for DescribeConfigs only", "key", key)
+	}
 	scram := &scramFromImage{}
 	listeners, err := cfg.listenerSecurity(scram)
 	if err != nil {

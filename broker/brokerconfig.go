@@ -659,8 +659,9 @@ func DefaultConfig() Config {
 	return c
 }
 
-// Set applies one key. Keys that ringbroker does not know are refused, so that a configuration
-// never silently means something else here.
+// Set applies one key. Keys neither ringbroker nor Kafka knows are refused, so that a
+// configuration never silently means something else here; a Kafka key ringbroker does not act
+// on is type-checked and kept, as Kafka takes it, and NotActedOn reports it.
 func (c *Config) Set(key, val string) error {
 	if d, _ := lookupBrokerConfig(key); d.dynamicOnly {
 		return fmt.Errorf("config %s: a dynamic broker config only, as in Kafka: set it with kafka-configs --entity-type brokers", key)
@@ -685,8 +686,11 @@ func (c *Config) set(key, val string) error {
 		return c.setListenerProp(key, val)
 	}
 	d, ok := lookupBrokerConfig(key)
-	if _, kafka := lookupKafkaBrokerKey(key); !ok && kafka {
-		return fmt.Errorf("ringbroker does not support %s: it lists the key with Kafka's default and does not act on it", key)
+	if k, kafka := lookupKafkaBrokerKey(key); !ok && kafka {
+		// Kafka takes it, so a server.properties from a Kafka deployment starts here too: the
+		// value is checked for its type, kept for DescribeConfigs and not acted on
+		// (NotActedOn lists it, for a warning).
+		return checkKind(k.kind, val)
 	}
 	if !ok {
 		return fmt.Errorf("unknown config key %q", key)
@@ -702,6 +706,43 @@ func (c *Config) set(key, val string) error {
 		val = strconv.FormatInt(n*d.scale, 10)
 	}
 	return c.set(d.synonymOf, val)
+}
+
+// checkKind checks that val parses as a value of kind, as Kafka's ConfigDef.parseType.
+func checkKind(kind configKind, val string) error {
+	val = strings.TrimSpace(val)
+	var err error
+	switch kind {
+	case kindLong, kindInt, kindShort:
+		_, err = parseInt(val, kind.bits(), nil)
+	case kindDouble:
+		_, err = strconv.ParseFloat(val, 64)
+	case kindBool:
+		if !strings.EqualFold(val, "true") && !strings.EqualFold(val, "false") {
+			err = fmt.Errorf("expected value to be either true or false")
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("not a value of type %s: %w", kind, err)
+	}
+	return nil
+}
+
+// NotActedOn lists the keys set with Set that Kafka has and ringbroker keeps without acting on
+// them (DescribeConfigs shows their values), sorted: what a server.properties written for
+// Kafka sets that means nothing here.
+func (c *Config) NotActedOn() []string {
+	var out []string
+	for key := range c.static {
+		if _, ours := lookupBrokerConfig(key); ours {
+			continue
+		}
+		if _, kafka := lookupKafkaBrokerKey(key); kafka {
+			out = append(out, key)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // isExplicit reports whether key was set with Set.

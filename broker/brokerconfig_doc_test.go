@@ -63,7 +63,8 @@ func brokerConfigMarkdown() string {
 	fmt.Fprintf(&b, "\nAccepted for compatibility with Kafka's sample `server.properties`, with no effect yet: %s.\n", strings.Join(ignored, ", "))
 	b.WriteString("\nDescribeConfigs (`kafka-configs --describe --all`) lists every broker key Apache Kafka 4.1.1 lists. " +
 		"These are listed with Kafka's default and read-only, and ringbroker does not act on them: " +
-		"`server.properties` may not set them, and IncrementalAlterConfigs refuses them (INVALID_REQUEST) with Kafka's message for " +
+		"`server.properties` may set them, as for Kafka, and the value is checked for its type, listed (STATIC_BROKER_CONFIG) and logged at start as not acted on; " +
+		"IncrementalAlterConfigs refuses them (INVALID_REQUEST) with Kafka's message for " +
 		"read-only keys and, for keys Kafka changes while running, one saying that ringbroker does not support changing them.\n\n" +
 		"<details><summary>Kafka keys listed but not acted on</summary>\n\n| key | type | Kafka's default | Kafka's update mode | meaning in Kafka |\n|---|---|---|---|---|\n")
 	for _, k := range kafkaBrokerKeys {
