@@ -303,6 +303,7 @@ type produceLimits struct {
 	// codec is the codec batches are stored in when recompress is set (compression.type
 	// other than producer; recompress.go).
 	codec      wire.Codec
+	level      int // compression.<codec>.level, or wire.DefaultLevel
 	recompress bool
 	// beforeMs and afterMs are message.timestamp.before.max.ms and after.max.ms.
 	beforeMs, afterMs int64
@@ -330,6 +331,13 @@ func (b *Broker) produceLimitsOf(topic *meta.Topic) produceLimits {
 	l.compacted = hasListItem(policy, "compact")
 	compression, _ := b.live().effectiveTopicConfig(topic.Configs, "compression.type")
 	l.codec, l.recompress = storedCodec(compression)
+	l.level = wire.DefaultLevel
+	if l.recompress && l.codec != wire.CodecNone && l.codec != wire.CodecSnappy {
+		v, _ := b.live().effectiveTopicConfig(topic.Configs, "compression."+l.codec.String()+".level")
+		if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+			l.level = n
+		}
+	}
 	return l
 }
 
@@ -351,7 +359,7 @@ func (b *Broker) appendToPartition(p *partition, limits *produceLimits, records 
 	}
 	batch := wire.Batch(records)
 	if limits.recompress && batch.Codec() != limits.codec {
-		if batch, code, msg = b.recompress(batch, limits.codec, limits.maxBytes); code != nil {
+		if batch, code, msg = b.recompress(batch, limits.codec, limits.level, limits.maxBytes); code != nil {
 			return code, msg, 0
 		}
 		records = batch

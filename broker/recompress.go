@@ -41,11 +41,12 @@ func validCompressionType(v string) error {
 	return fmt.Errorf("must be one of uncompressed, zstd, lz4, snappy, gzip, producer")
 }
 
-// recompress returns batch with its records compressed with codec, as Kafka rewrites a batch
-// whose codec is not the topic's: the same records, producer id, epoch and sequence,
-// timestamps and attributes (transactional, timestamp type) in a new batch v2. The result
-// must fit maxBytes (MESSAGE_TOO_LARGE otherwise, as Kafka checks the rewritten batch).
-func (b *Broker) recompress(batch wire.Batch, codec wire.Codec, maxBytes int) (wire.Batch, *kerr.Error, string) {
+// recompress returns batch with its records compressed with codec at level (the topic's
+// compression.<codec>.level), as Kafka rewrites a batch whose codec is not the topic's: the
+// same records, producer id, epoch and sequence, timestamps and attributes (transactional,
+// timestamp type) in a new batch v2. The result must fit maxBytes (MESSAGE_TOO_LARGE
+// otherwise, as Kafka checks the rewritten batch).
+func (b *Broker) recompress(batch wire.Batch, codec wire.Codec, level, maxBytes int) (wire.Batch, *kerr.Error, string) {
 	recs := make([]wire.Record, 0, batch.NumRecords())
 	err := b.codecs.DecodeRecords(batch, compactedDecodeLimit, func(r *wire.Record) error {
 		c := wire.Record{Attributes: r.Attributes, TimestampDelta: r.TimestampDelta, OffsetDelta: r.OffsetDelta,
@@ -66,7 +67,7 @@ func (b *Broker) recompress(batch wire.Batch, codec wire.Codec, maxBytes int) (w
 	h := wire.BatchHeader{BaseOffset: batch.BaseOffset(), PartitionLeaderEpoch: batch.PartitionLeaderEpoch(),
 		Attributes: batch.Attributes(), FirstTimestamp: batch.FirstTimestamp(), MaxTimestamp: batch.MaxTimestamp(),
 		ProducerID: batch.ProducerID(), ProducerEpoch: batch.ProducerEpoch(), BaseSequence: batch.BaseSequence()}
-	out, err := b.codecs.AppendBatch(nil, h, codec, recs)
+	out, err := b.codecs.AppendBatchLevel(nil, h, codec, level, recs)
 	if err != nil {
 		return nil, kerr.CorruptMessage, fmt.Sprintf("recompress a batch of %d records with %v: %v", len(recs), codec, err)
 	}

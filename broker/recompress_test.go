@@ -47,19 +47,7 @@ func TestRecompression(t *testing.T) {
 			t.Fatalf("%s: produce: %v", topic, err)
 		}
 
-		req := kmsg.NewPtrFetchRequest()
-		req.ReplicaID, req.MaxBytes, req.SessionEpoch = -1, 1<<20, -1
-		rt := kmsg.NewFetchRequestTopic()
-		rt.Topic, rt.TopicID = topic, ids[topic]
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = 1<<20, -1, -1
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, newClient(t, b))
-		if err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
-			t.Fatalf("%s: fetch: %v %+v", topic, err, resp)
-		}
-		stored := wire.Batch(resp.Topics[0].Partitions[0].RecordBatches)
+		stored := wire.Batch(fetchStored(ctx, t, b, topic, ids[topic]))
 		if got := stored.Codec(); got != want {
 			t.Fatalf("%s: stored in codec %v; want %v", topic, got, want)
 		}
@@ -84,4 +72,52 @@ func TestRecompression(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRecompressionLevel: compression.gzip.level applies to what the broker recompresses: the
+// same records stored at level 1 take more bytes than at level 9.
+func TestRecompressionLevel(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := startBroker(t, "netpoll", t.TempDir())
+	adm := kadm.NewClient(newClient(t, b))
+	sizes := map[string]int{}
+	for _, level := range []string{"1", "9"} {
+		topic := "gzip-" + level
+		created, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"compression.type": kmsg.StringPtr("gzip"), "compression.gzip.level": kmsg.StringPtr(level)}, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pr := newClient(t, b, kgo.DefaultProduceTopic(topic), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(time.Second))
+		var recs []*kgo.Record
+		for i := range 200 {
+			recs = append(recs, &kgo.Record{Value: []byte(fmt.Sprintf("record %d of a log that compresses %d times over, more at higher levels", i, i%7))})
+		}
+		if err := pr.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		sizes[level] = len(fetchStored(ctx, t, b, topic, created.ID))
+	}
+	if sizes["1"] <= sizes["9"] {
+		t.Fatalf("gzip level 1 stored %d bytes, level 9 %d; want level 1 larger", sizes["1"], sizes["9"])
+	}
+}
+
+// fetchStored reads what partition 0 of a topic stores from its start, up to 1 MiB, with a
+// raw Fetch: its batches as the log holds them.
+func fetchStored(ctx context.Context, t *testing.T, b *Broker, topic string, id [16]byte) []byte {
+	t.Helper()
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID, req.MaxBytes, req.SessionEpoch = -1, 1<<20, -1
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic, rt.TopicID = topic, id
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = 1<<20, -1, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, newClient(t, b))
+	if err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("%s: fetch: %v %+v", topic, err, resp)
+	}
+	return resp.Topics[0].Partitions[0].RecordBatches
 }

@@ -73,6 +73,12 @@ func appendVarBytes(dst, b []byte) []byte {
 // with codec, and returns it. LastOffsetDelta is the last record's
 // OffsetDelta; records must be given in offset order.
 func (c *Codecs) AppendBatch(dst []byte, h BatchHeader, codec Codec, recs []Record) ([]byte, error) {
+	return c.AppendBatchLevel(dst, h, codec, DefaultLevel, recs)
+}
+
+// AppendBatchLevel is AppendBatch compressing at level, a value of Kafka's
+// compression.<codec>.level (DefaultLevel: the codec's default).
+func (c *Codecs) AppendBatchLevel(dst []byte, h BatchHeader, codec Codec, level int, recs []Record) ([]byte, error) {
 	if len(recs) == 0 {
 		return dst, fmt.Errorf("append batch at offset %d: no records: %w", h.BaseOffset, kerr.InvalidRecord)
 	}
@@ -103,7 +109,7 @@ func (c *Codecs) AppendBatch(dst []byte, h BatchHeader, codec Codec, recs []Reco
 			raw = AppendRecord(raw, &recs[i])
 		}
 		var err error
-		dst, err = c.Compress(codec, raw, dst)
+		dst, err = c.codecs.CompressLevel(codec, level, raw, dst)
 		s.buf = raw
 		if cap(s.buf) > scratchRetainBytes {
 			s.buf = nil

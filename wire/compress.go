@@ -19,6 +19,9 @@ const (
 	CodecZstd   = codec.Zstd
 )
 
+// DefaultLevel asks AppendBatchLevel for the codec's default compression level.
+const DefaultLevel = codec.DefaultLevel
+
 // ZstdMaxWindow is the largest zstd window accepted when decoding. The zstd format recommends
 // decoders support 8 MiB; a frame asking for more is rejected so one batch cannot make the
 // decoder reserve an arbitrarily large history.

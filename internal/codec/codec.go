@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"slices"
 	"sync"
@@ -96,6 +97,18 @@ type Codecs struct {
 	lz4Writers   sync.Pool // *lz4Writer
 	zstdDecoders sync.Pool // *zstdDecoder
 	zstdEncoders sync.Pool // *zstdEncoder
+	// levelWriters holds a pool of writers per codec and level other than the default
+	// (levelKey -> *sync.Pool of the codec's writer type), made at first use.
+	levelWriters sync.Map
+}
+
+// DefaultLevel asks CompressLevel for the codec's default level: what Compress uses.
+const DefaultLevel = math.MinInt
+
+// levelKey names one pool of levelWriters.
+type levelKey struct {
+	codec Codec
+	level int
 }
 
 type gzipReader struct {
@@ -140,16 +153,9 @@ func (w *appendWriter) Write(p []byte) (int, error) {
 func New() *Codecs {
 	c := &Codecs{}
 	c.gzipReaders.New = func() any { return new(gzipReader) }
-	c.gzipWriters.New = func() any {
-		return &gzipWriter{w: gzip.NewWriter(nil)}
-	}
+	c.gzipWriters.New = func() any { return newGzipWriter(gzip.DefaultCompression) }
 	c.lz4Readers.New = func() any { return &lz4Reader{r: lz4.NewReader(nil)} }
-	c.lz4Writers.New = func() any {
-		w := lz4.NewWriter(nil)
-		// Options are constants known to be valid; Apply cannot fail.
-		_ = w.Apply(lz4.BlockSizeOption(lz4BlockSize), lz4.ChecksumOption(false))
-		return &lz4Writer{w: w}
-	}
+	c.lz4Writers.New = func() any { return newLZ4Writer(lz4.Fast) }
 	c.zstdDecoders.New = func() any {
 		d, err := zstd.NewReader(nil,
 			zstd.WithDecoderConcurrency(1),
@@ -162,18 +168,79 @@ func New() *Codecs {
 		runtime.AddCleanup(zd, func(d *zstd.Decoder) { d.Close() }, d)
 		return zd
 	}
-	c.zstdEncoders.New = func() any {
-		e, err := zstd.NewWriter(nil,
-			zstd.WithEncoderConcurrency(1),
-			zstd.WithZeroFrames(true))
-		if err != nil {
-			return nil
-		}
-		ze := &zstdEncoder{e: e}
-		runtime.AddCleanup(ze, func(e *zstd.Encoder) { e.Close() }, e)
-		return ze
-	}
+	c.zstdEncoders.New = func() any { return newZstdEncoder(zstd.SpeedDefault) }
 	return c
+}
+
+// newGzipWriter is a gzip writer at level, which the caller has checked.
+func newGzipWriter(level int) *gzipWriter {
+	w, _ := gzip.NewWriterLevel(nil, level)
+	return &gzipWriter{w: w}
+}
+
+// newLZ4Writer is an LZ4 frame writer as Kafka writes LZ4 (64 KiB blocks, no content
+// checksum), at level.
+func newLZ4Writer(level lz4.CompressionLevel) *lz4Writer {
+	w := lz4.NewWriter(nil)
+	// Options are constants known to be valid; Apply cannot fail.
+	_ = w.Apply(lz4.BlockSizeOption(lz4BlockSize), lz4.ChecksumOption(false), lz4.CompressionLevelOption(level))
+	return &lz4Writer{w: w}
+}
+
+// newZstdEncoder is a zstd encoder at level, or nil when one cannot be made.
+func newZstdEncoder(level zstd.EncoderLevel) *zstdEncoder {
+	e, err := zstd.NewWriter(nil,
+		zstd.WithEncoderConcurrency(1),
+		zstd.WithZeroFrames(true),
+		zstd.WithEncoderLevel(level))
+	if err != nil {
+		return nil
+	}
+	ze := &zstdEncoder{e: e}
+	runtime.AddCleanup(ze, func(e *zstd.Encoder) { e.Close() }, e)
+	return ze
+}
+
+// lz4Levels maps Kafka's compression.lz4.level (1-17, LZ4 HC levels) to the lz4 package's,
+// whose highest is 9.
+var lz4Levels = [...]lz4.CompressionLevel{lz4.Level1, lz4.Level2, lz4.Level3, lz4.Level4, lz4.Level5,
+	lz4.Level6, lz4.Level7, lz4.Level8, lz4.Level9}
+
+// CompressLevel is Compress at a level of Kafka's compression.<codec>.level (KIP-390): gzip
+// 1-9 (-1 its default), lz4 1-17 (levels past 9 compress as 9, the lz4 package's highest),
+// zstd -131072-22 (in the zstd package's four speeds). Snappy and none have no level, and
+// DefaultLevel (or the codec's default) is Compress. Levels out of range are clamped.
+func (c *Codecs) CompressLevel(codec Codec, level int, src, dst []byte) ([]byte, error) {
+	switch {
+	case level == DefaultLevel,
+		codec == Gzip && level == gzip.DefaultCompression,
+		codec == Zstd && zstd.EncoderLevelFromZstd(level) == zstd.SpeedDefault,
+		codec != Gzip && codec != LZ4 && codec != Zstd:
+		return c.Compress(codec, src, dst)
+	}
+	return c.compress(codec, c.levelPool(codec, level), src, dst)
+}
+
+// levelPool is the pool of codec's writers at level.
+func (c *Codecs) levelPool(codec Codec, level int) *sync.Pool {
+	key := levelKey{codec, level}
+	if p, ok := c.levelWriters.Load(key); ok {
+		return p.(*sync.Pool)
+	}
+	p := &sync.Pool{}
+	switch codec {
+	case Gzip:
+		l := min(max(level, gzip.BestSpeed), gzip.BestCompression)
+		p.New = func() any { return newGzipWriter(l) }
+	case LZ4:
+		l := lz4Levels[min(max(level, 1), len(lz4Levels))-1]
+		p.New = func() any { return newLZ4Writer(l) }
+	case Zstd:
+		l := zstd.EncoderLevelFromZstd(level)
+		p.New = func() any { return newZstdEncoder(l) }
+	}
+	actual, _ := c.levelWriters.LoadOrStore(key, p)
+	return actual.(*sync.Pool)
 }
 
 // Decompress appends the decompression of src to dst and returns the
@@ -223,12 +290,27 @@ func (c *Codecs) Decompress(codec Codec, src, dst []byte, limit int) ([]byte, er
 // is xerial-framed like the Java client's; LZ4 is the LZ4 frame format with
 // 64 KiB blocks, as Kafka writes it. None copies src.
 func (c *Codecs) Compress(codec Codec, src, dst []byte) ([]byte, error) {
+	var pool *sync.Pool
+	switch codec {
+	case Gzip:
+		pool = &c.gzipWriters
+	case LZ4:
+		pool = &c.lz4Writers
+	case Zstd:
+		pool = &c.zstdEncoders
+	}
+	return c.compress(codec, pool, src, dst)
+}
+
+// compress appends the compression of src with codec to dst, with a writer of pool (the
+// codec's writer type; nil for none and snappy).
+func (c *Codecs) compress(codec Codec, pool *sync.Pool, src, dst []byte) ([]byte, error) {
 	switch codec {
 	case None:
 		return append(dst, src...), nil
 	case Gzip:
-		g := c.gzipWriters.Get().(*gzipWriter)
-		defer c.gzipWriters.Put(g)
+		g := pool.Get().(*gzipWriter)
+		defer pool.Put(g)
 		g.dst.b = dst
 		g.w.Reset(&g.dst)
 		if _, err := g.w.Write(src); err != nil {
@@ -243,8 +325,8 @@ func (c *Codecs) Compress(codec Codec, src, dst []byte) ([]byte, error) {
 	case Snappy:
 		return appendXerial(dst, src), nil
 	case LZ4:
-		l := c.lz4Writers.Get().(*lz4Writer)
-		defer c.lz4Writers.Put(l)
+		l := pool.Get().(*lz4Writer)
+		defer pool.Put(l)
 		l.dst.b = dst
 		l.w.Reset(&l.dst)
 		if _, err := l.w.Write(src); err != nil {
@@ -257,11 +339,11 @@ func (c *Codecs) Compress(codec Codec, src, dst []byte) ([]byte, error) {
 		l.dst.b = nil
 		return out, nil
 	case Zstd:
-		z, _ := c.zstdEncoders.Get().(*zstdEncoder)
+		z, _ := pool.Get().(*zstdEncoder)
 		if z == nil {
 			return dst, fmt.Errorf("zstd: cannot create encoder")
 		}
-		defer c.zstdEncoders.Put(z)
+		defer pool.Put(z)
 		return z.e.EncodeAll(src, dst), nil
 	}
 	return dst, fmt.Errorf("compress codec id %d: %w", int8(codec), ErrUnknownCodec)

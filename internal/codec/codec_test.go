@@ -207,3 +207,40 @@ func TestCodecsConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestCompressLevel: every level of Kafka's compression.<codec>.level ranges round-trips, the
+// default level gives Compress's output, and a level is applied (gzip at 1 and 9 differ on
+// compressible input).
+func TestCompressLevel(t *testing.T) {
+	c := New()
+	src := bytes.Repeat([]byte("ringbroker compresses what Kafka compresses, at the topic's level. "), 2000)
+	for _, tc := range []struct {
+		codec  Codec
+		levels []int
+	}{
+		{Gzip, []int{-1, 1, 5, 9, 42}},
+		{LZ4, []int{1, 9, 17, 0}},
+		{Zstd, []int{-131072, -1, 3, 6, 22}},
+		{Snappy, []int{1}},
+		{None, []int{7}},
+	} {
+		for _, level := range append(tc.levels, DefaultLevel) {
+			out, err := c.CompressLevel(tc.codec, level, src, nil)
+			if err != nil {
+				t.Fatalf("%v level %d: %v", tc.codec, level, err)
+			}
+			back, err := c.Decompress(tc.codec, out, nil, len(src))
+			if err != nil || !bytes.Equal(back, src) {
+				t.Fatalf("%v level %d: %d bytes decompress to %d (%v); want the input back", tc.codec, level, len(out), len(back), err)
+			}
+		}
+	}
+	dflt, _ := c.Compress(Gzip, src, nil)
+	viaLevel, _ := c.CompressLevel(Gzip, -1, src, nil)
+	fast, _ := c.CompressLevel(Gzip, 1, src, nil)
+	best, _ := c.CompressLevel(Gzip, 9, src, nil)
+	if !bytes.Equal(dflt, viaLevel) || bytes.Equal(fast, best) {
+		t.Fatalf("gzip: default %d bytes, level -1 %d, level 1 %d, level 9 %d; want -1 as the default and 1 unlike 9",
+			len(dflt), len(viaLevel), len(fast), len(best))
+	}
+}
