@@ -93,3 +93,15 @@ func (sm *stateMachine) ApplyConfChange(index uint64, cc raft.ConfChange) error 
 	s.setApplied(index)
 	return nil
 }
+
+// KRaftVersion is the quorum's kraft.version feature level: 1 for a dynamic quorum (KIP-853),
+// whose membership changes record the members' directory ids, 0 for a static one
+// (controller.quorum.voters), which records none.
+func (im *Image) KRaftVersion() int16 {
+	for _, m := range im.Quorum {
+		if !m.DirectoryID.IsZero() {
+			return 1
+		}
+	}
+	return 0
+}
