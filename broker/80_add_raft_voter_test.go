@@ -18,11 +18,13 @@ import (
 	"ringbroker/internal/testutil"
 )
 
-// startDynamicCluster starts n combined nodes of a dynamic quorum in process: node 1 formatted
-// --standalone, the others --no-initial-controllers, all with node 1's controller listener as
+// startDynamicCluster starts nodes of a dynamic quorum in process, one per role given
+// (process.roles): node 1 formatted --standalone, the other controllers
+// --no-initial-controllers, all with node 1's controller listener as
 // controller.quorum.bootstrap.servers. It returns the nodes and their directory ids.
-func startDynamicCluster(t *testing.T, n int) ([]*Broker, []meta.UUID) {
+func startDynamicCluster(t *testing.T, roles ...string) ([]*Broker, []meta.UUID) {
 	t.Helper()
+	n := len(roles)
 	ctrl := make([]int, n)
 	for i := range ctrl {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -39,13 +41,17 @@ func startDynamicCluster(t *testing.T, n int) ([]*Broker, []meta.UUID) {
 	for i := range n {
 		cfg := DefaultConfig()
 		cfg.NodeID = int32(i + 1)
-		cfg.Listeners = []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1"}, {Name: "CONTROLLER", Host: "127.0.0.1", Port: ctrl[i]}}
+		cfg.ProcessRoles = strings.Split(roles[i], ",")
+		cfg.Listeners = []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1"}}
+		if cfg.hasRole("controller") {
+			cfg.Listeners = append(cfg.Listeners, Listener{Name: "CONTROLLER", Host: "127.0.0.1", Port: ctrl[i]})
+		}
 		cfg.LogDirs = []string{filepath.Join(t.TempDir(), "data")}
 		cfg.MetricsListen, cfg.IO, cfg.Rings = "", "netpoll", 1
 		cfg.ControllerListenerNames = []string{"CONTROLLER"}
 		cfg.QuorumBootstrapServers = []string{fmt.Sprintf("127.0.0.1:%d", ctrl[0])}
 		fastReplication(&cfg)
-		if err := Format(cfg, cid, QuorumFormat{Standalone: i == 0, NoInitialControllers: i > 0}); err != nil {
+		if err := Format(cfg, cid, QuorumFormat{Standalone: i == 0, NoInitialControllers: i > 0 && cfg.hasRole("controller")}); err != nil {
 			t.Fatalf("format node %d: %v", i+1, err)
 		}
 		dir, err := readDirectoryID(cfg.LogDirs[0])
@@ -70,6 +76,13 @@ func startDynamicCluster(t *testing.T, n int) ([]*Broker, []meta.UUID) {
 // port through the broker cl reaches, and returns the error code.
 func addRaftVoter(ctx context.Context, t *testing.T, cl *kgo.Client, id int32, dir meta.UUID, listener string, port int) int16 {
 	t.Helper()
+	code, _ := addRaftVoterMsg(ctx, t, cl, id, dir, listener, port)
+	return code
+}
+
+// addRaftVoterMsg is addRaftVoter returning the error message too.
+func addRaftVoterMsg(ctx context.Context, t *testing.T, cl *kgo.Client, id int32, dir meta.UUID, listener string, port int) (int16, string) {
+	t.Helper()
 	req := kmsg.NewPtrAddRaftVoterRequest()
 	req.VoterID, req.VoterDirectoryID = id, dir
 	l := kmsg.NewAddRaftVoterRequestListener()
@@ -79,7 +92,10 @@ func addRaftVoter(ctx context.Context, t *testing.T, cl *kgo.Client, id int32, d
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp.ErrorCode
+	if resp.ErrorMessage == nil {
+		return resp.ErrorCode, ""
+	}
+	return resp.ErrorCode, *resp.ErrorMessage
 }
 
 // removeRaftVoter sends RemoveRaftVoter through the broker cl reaches and returns the code.
@@ -95,14 +111,14 @@ func removeRaftVoter(ctx context.Context, t *testing.T, cl *kgo.Client, id int32
 }
 
 // TestRaftVoterAPIs drives AddRaftVoter and RemoveRaftVoter through the follower of a dynamic
-// quorum of two combined nodes, which forwards them to the active controller: ApiVersions
-// advertises both and kraft.version 1; DescribeQuorum v2 gives the voter and the observer
-// with their directory ids; Kafka's error codes for endpoints without the controller listener
-// (INVALID_REQUEST), another directory id (REQUEST_TIMED_OUT), a voter added twice
-// (DUPLICATE_VOTER) and a voter removed with another directory id (VOTER_NOT_FOUND); and the
-// observer promoted to voter and back.
+// quorum of two combined nodes and a broker-only node, which forwards them to the active
+// controller: ApiVersions advertises both and kraft.version 1; DescribeQuorum v2 gives the
+// voter and the two observers with their directory ids; Kafka's error codes for endpoints
+// without the controller listener (INVALID_REQUEST), another directory id and a broker
+// (REQUEST_TIMED_OUT), a voter added twice (DUPLICATE_VOTER) and a voter removed with another
+// directory id (VOTER_NOT_FOUND); and the combined observer promoted to voter and back.
 func TestRaftVoterAPIs(t *testing.T) {
-	bs, dirs := startDynamicCluster(t, 2)
+	bs, dirs := startDynamicCluster(t, "broker,controller", "broker,controller", "broker")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cl := newClient(t, bs[1])
@@ -143,23 +159,26 @@ func TestRaftVoterAPIs(t *testing.T) {
 		return voters, observers
 	}
 	testutil.WaitFor(t, 20*time.Second, func() error {
-		if v, o := members(); len(v) != 1 || v[1] != dirs[0] || len(o) != 1 || o[2] != dirs[1] {
-			return fmt.Errorf("voters %v observers %v; want voter 1 with %s, observer 2 with %s", v, o, dirs[0], dirs[1])
+		if v, o := members(); len(v) != 1 || v[1] != dirs[0] || len(o) != 2 || o[2] != dirs[1] || o[3] != dirs[2] {
+			return fmt.Errorf("voters %v observers %v; want voter 1 with %s, observers 2 and 3 with %s and %s", v, o, dirs[0], dirs[1], dirs[2])
 		}
 		return nil
 	})
 
 	for _, tc := range []struct {
 		name     string
+		id       int32
 		listener string
 		dir      meta.UUID
 		want     *kerr.Error
+		wantMsg  string
 	}{
-		{"no controller listener", "OTHER", dirs[1], kerr.InvalidRequest},
-		{"another directory id", "CONTROLLER", meta.NewUUID(), kerr.RequestTimedOut},
+		{"no controller listener", 2, "OTHER", dirs[1], kerr.InvalidRequest, "do not contain a listener for CONTROLLER"},
+		{"another directory id", 2, "CONTROLLER", meta.NewUUID(), kerr.RequestTimedOut, "has directory id " + dirs[1].String()},
+		{"a broker", 3, "CONTROLLER", dirs[2], kerr.RequestTimedOut, "it is a broker"},
 	} {
-		if code := addRaftVoter(ctx, t, cl, 2, tc.dir, tc.listener, ctrlPort); code != tc.want.Code {
-			t.Fatalf("AddRaftVoter, %s: error %v; want %s", tc.name, kerr.ErrorForCode(code), tc.want.Message)
+		if code, msg := addRaftVoterMsg(ctx, t, cl, tc.id, tc.dir, tc.listener, ctrlPort); code != tc.want.Code || !strings.Contains(msg, tc.wantMsg) {
+			t.Fatalf("AddRaftVoter, %s: error %v %q; want %s saying %q", tc.name, kerr.ErrorForCode(code), msg, tc.want.Message, tc.wantMsg)
 		}
 	}
 	testutil.WaitFor(t, 20*time.Second, func() error {
@@ -168,7 +187,7 @@ func TestRaftVoterAPIs(t *testing.T) {
 		}
 		return nil
 	})
-	if v, o := members(); len(v) != 2 || v[2] != dirs[1] || len(o) != 0 {
+	if v, o := members(); len(v) != 2 || v[2] != dirs[1] || len(o) != 1 {
 		t.Fatalf("after adding 2: voters %v observers %v", v, o)
 	}
 	if code := addRaftVoter(ctx, t, cl, 2, dirs[1], "CONTROLLER", ctrlPort); code != kerr.DuplicateVoter.Code {
@@ -180,8 +199,8 @@ func TestRaftVoterAPIs(t *testing.T) {
 	if code := removeRaftVoter(ctx, t, cl, 2, dirs[1]); code != 0 {
 		t.Fatalf("RemoveRaftVoter 2: %v", kerr.ErrorForCode(code))
 	}
-	if v, o := members(); len(v) != 1 || len(o) != 1 || o[2] != dirs[1] {
-		t.Fatalf("after removing 2: voters %v observers %v; want 1 voting and 2 observing", v, o)
+	if v, o := members(); len(v) != 1 || len(o) != 2 || o[2] != dirs[1] {
+		t.Fatalf("after removing 2: voters %v observers %v; want 1 voting, 2 and 3 observing", v, o)
 	}
 }
 

@@ -36,8 +36,10 @@ type forwardRequest struct {
 	Incarnation UUID   `json:"incarnation,omitempty"`
 	// Addr is a learner's listener address, where the leader sends it the log.
 	Addr string `json:"addr,omitempty"`
-	// DirectoryID is a joining node's metadata directory id (zero: not sent).
+	// DirectoryID is a joining node's metadata directory id (zero: not sent), and Broker
+	// whether it is a broker-only node.
 	DirectoryID UUID `json:"directory_id"`
+	Broker      bool `json:"broker,omitempty"`
 	// WantShutdown is a heartbeat's request for a controlled shutdown.
 	WantShutdown bool `json:"want_shutdown,omitempty"`
 	// APIKey and Body are an "api" request: a Kafka API request, encoded.
@@ -183,7 +185,7 @@ func (s *RaftStore) serveForward(body []byte) forwardResponse {
 	case "unreachable":
 		err = s.recordSuspect(req.NodeID, req.Incarnation)
 	case "join":
-		err = s.addLearner(req.NodeID, QuorumMember{Addr: req.Addr, DirectoryID: req.DirectoryID})
+		err = s.addLearner(req.NodeID, QuorumMember{Addr: req.Addr, DirectoryID: req.DirectoryID, Broker: req.Broker})
 	case "api":
 		out, err = s.serveControllerAPI(req.APIKey, req.Body)
 	case "read_index":

@@ -36,7 +36,7 @@ func (s *RaftStore) join() {
 			addrs = append(addrs, s.cfg.Voters[id])
 		}
 	}
-	req := forwardRequest{Kind: "join", NodeID: s.cfg.NodeID, Addr: s.learnerAddr(), DirectoryID: s.cfg.DirectoryID}
+	req := forwardRequest{Kind: "join", NodeID: s.cfg.NodeID, Addr: s.learnerAddr(), DirectoryID: s.cfg.DirectoryID, Broker: s.cfg.Learner}
 	for attempt := 0; !s.closed.Load(); attempt++ {
 		to, addr := int32(-1), addrs[attempt%len(addrs)]
 		if l := s.Leader(); l >= 0 {

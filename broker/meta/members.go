@@ -17,6 +17,9 @@ import (
 type QuorumMember struct {
 	Addr        string `json:"addr"`
 	DirectoryID UUID   `json:"dir"`
+	// Broker marks a broker-only learner (process.roles=broker), which has no controller
+	// listener and can never vote.
+	Broker bool `json:"broker,omitempty"`
 }
 
 // encodeMemberContext is the context of a membership change for m.

@@ -24,7 +24,8 @@ var (
 	ErrDuplicateVoter = errors.New("the node is already a voter")
 	// ErrVoterNotFound: no voter has that id and directory id (VOTER_NOT_FOUND).
 	ErrVoterNotFound = errors.New("no voter has that id and directory id")
-	// ErrNotCaughtUp: the node is not a learner that holds the log (REQUEST_TIMED_OUT).
+	// ErrNotCaughtUp: the node is not a controller's learner that holds the log
+	// (REQUEST_TIMED_OUT).
 	ErrNotCaughtUp = errors.New("the node is not an observer caught up with the leader")
 	// ErrInvalidVoterChange: the change cannot be made as asked (INVALID_REQUEST).
 	ErrInvalidVoterChange = errors.New("invalid voter change")
@@ -55,6 +56,10 @@ func (s *RaftStore) AddVoter(ctx context.Context, id int32, dir UUID, addr strin
 			return raft.ConfChange{}, fmt.Errorf("add voter %d: it is not an observer of the quorum: %w", id, ErrNotCaughtUp)
 		case m.DirectoryID != dir:
 			return raft.ConfChange{}, fmt.Errorf("add voter %d: observer %d has directory id %s, not %s: %w", id, id, m.DirectoryID, dir, ErrNotCaughtUp)
+		case m.Broker:
+			// Kafka asks the new voter's controller listener for its ApiVersions first,
+			// which a broker does not have, and answers REQUEST_TIMED_OUT.
+			return raft.ConfChange{}, fmt.Errorf("add voter %d: it is a broker (process.roles=broker), not a controller: %w", id, ErrNotCaughtUp)
 		}
 		pr, c := st.Progress[rid], contacts[rid]
 		if pr.Match < st.HardState.Commit || time.Since(c.LastCaughtUp) > caughtUpWindow {
