@@ -176,6 +176,7 @@ func TestRaftVoterAPIs(t *testing.T) {
 		{"no controller listener", 2, "OTHER", dirs[1], kerr.InvalidRequest, "do not contain a listener for CONTROLLER"},
 		{"another directory id", 2, "CONTROLLER", meta.NewUUID(), kerr.RequestTimedOut, "has directory id " + dirs[1].String()},
 		{"a broker", 3, "CONTROLLER", dirs[2], kerr.RequestTimedOut, "it is a broker"},
+		{"a negative id", -1, "CONTROLLER", dirs[1], kerr.InvalidRequest, "not negative"},
 	} {
 		if code, msg := addRaftVoterMsg(ctx, t, cl, tc.id, tc.dir, tc.listener, ctrlPort); code != tc.want.Code || !strings.Contains(msg, tc.wantMsg) {
 			t.Fatalf("AddRaftVoter, %s: error %v %q; want %s saying %q", tc.name, kerr.ErrorForCode(code), msg, tc.want.Message, tc.wantMsg)
@@ -192,6 +193,9 @@ func TestRaftVoterAPIs(t *testing.T) {
 	}
 	if code := addRaftVoter(ctx, t, cl, 2, dirs[1], "CONTROLLER", ctrlPort); code != kerr.DuplicateVoter.Code {
 		t.Fatalf("AddRaftVoter of a voter: %v; want DUPLICATE_VOTER", kerr.ErrorForCode(code))
+	}
+	if code := removeRaftVoter(ctx, t, cl, -1, dirs[1]); code != kerr.InvalidRequest.Code {
+		t.Fatalf("RemoveRaftVoter of a negative id: %v; want INVALID_REQUEST", kerr.ErrorForCode(code))
 	}
 	if code := removeRaftVoter(ctx, t, cl, 2, meta.NewUUID()); code != kerr.VoterNotFound.Code {
 		t.Fatalf("RemoveRaftVoter with another directory id: %v; want VOTER_NOT_FOUND", kerr.ErrorForCode(code))

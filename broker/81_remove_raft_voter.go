@@ -10,8 +10,9 @@ package broker
 // leadership to the voter holding most of the log, which then removes it. Errors are Kafka's:
 // a static quorum gets UNSUPPORTED_VERSION; a change while another is in progress or
 // uncommitted REQUEST_TIMED_OUT; an id and directory id that is no voter VOTER_NOT_FOUND;
-// removing the last voter INVALID_REQUEST; another cluster id INCONSISTENT_CLUSTER_ID; a
-// principal without ALTER on the cluster CLUSTER_AUTHORIZATION_FAILED.
+// removing the last voter, or a negative voter id, INVALID_REQUEST; another cluster id
+// INCONSISTENT_CLUSTER_ID; a principal without ALTER on the cluster
+// CLUSTER_AUTHORIZATION_FAILED.
 
 import (
 	"context"

@@ -42,6 +42,9 @@ func (s *RaftStore) Dynamic() bool { return s.cfg.Dynamic }
 // leader's log, to voter at addr (its controller listener), and returns once the change is
 // committed. It runs on the leader only (a raft.NotLeaderError elsewhere).
 func (s *RaftStore) AddVoter(ctx context.Context, id int32, dir UUID, addr string) error {
+	if id < 0 {
+		return fmt.Errorf("add voter %d: %w: a node id is not negative", id, ErrInvalidVoterChange)
+	}
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return fmt.Errorf("add voter %d: endpoint %q: %w: %w", id, addr, ErrInvalidVoterChange, err)
 	}
@@ -75,6 +78,9 @@ func (s *RaftStore) AddVoter(ctx context.Context, id int32, dir UUID, addr strin
 // is committed. Removing the leader hands leadership to another voter first and fails with a
 // raft.NotLeaderError naming it, so that the caller asks the new leader.
 func (s *RaftStore) RemoveVoter(ctx context.Context, id int32, dir UUID) error {
+	if id < 0 {
+		return fmt.Errorf("remove voter %d: %w: a node id is not negative", id, ErrInvalidVoterChange)
+	}
 	return s.changeVoters(ctx, func(st raft.Status, _ map[uint64]raft.Contact) (raft.ConfChange, error) {
 		rid := raftID(id)
 		m, known := s.Image().Quorum[id]
