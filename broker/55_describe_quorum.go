@@ -14,7 +14,9 @@ package broker
 // the client's principal, as Kafka's controller checks the forwarded one).
 //
 // Version notes: v2 adds the voters' controller endpoints (Nodes, under the first
-// controller.listener.names) and directory ids, which are not kept (all zero).
+// controller.listener.names) and every member's directory id: the one a member of a dynamic
+// quorum joined with (its meta.properties directory.id); zero for a static quorum's voters,
+// which are not formatted with one.
 
 import (
 	"context"
@@ -115,7 +117,7 @@ func describeQuorumResponse(q meta.QuorumStatus, listener string) *kmsg.Describe
 	rp.LeaderID, rp.LeaderEpoch, rp.HighWatermark = q.Leader, int32(q.Epoch), int64(q.HighWatermark)
 	state := func(m meta.ReplicaStatus) kmsg.DescribeQuorumResponseTopicPartitionReplicaState {
 		s := kmsg.NewDescribeQuorumResponseTopicPartitionReplicaState()
-		s.ReplicaID, s.LogEndOffset = m.NodeID, int64(m.LogEnd)
+		s.ReplicaID, s.ReplicaDirectoryID, s.LogEndOffset = m.NodeID, m.DirectoryID, int64(m.LogEnd)
 		s.LastFetchTimestamp, s.LastCaughtUpTimestamp = unixMillisOrNone(m.LastFetch), unixMillisOrNone(m.LastCaughtUp)
 		return s
 	}

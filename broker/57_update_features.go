@@ -7,6 +7,7 @@ package broker
 // unknown feature, a downgrade without its upgrade type, and any metadata.version downgrade
 // (safe or unsafe) are refused with INVALID_UPDATE_VERSION and Kafka's messages, and then no
 // feature changes. Setting a feature to its current level succeeds, as in Kafka.
+// kraft.version follows from how the quorum was formatted and is refused any other level.
 // validate_only (v1+) checks without committing. group.version 0 turns the KIP-848 consumer
 // protocol off: ConsumerGroupHeartbeat and ConsumerGroupDescribe answer UNSUPPORTED_VERSION.
 // A principal without ALTER on the cluster gets CLUSTER_AUTHORIZATION_FAILED at the top and no
@@ -98,6 +99,10 @@ func featureRecords(im *meta.Image, node int32, req *kmsg.UpdateFeaturesRequest)
 			return nil, refuse("Unknown upgrade type %d for feature %s.", typ, u.Feature)
 		}
 		cur := featureLevel(im, u.Feature)
+		if u.Feature == featureKRaftVersion && level != cur {
+			return nil, refuse("Invalid update version %d for feature %s. A quorum's kraft.version is %d as formatted: "+
+				"controller.quorum.voters makes 0, controller.quorum.bootstrap.servers 1.", level, u.Feature, cur)
+		}
 		if level < cur {
 			switch {
 			case typ == upgradeOnly:

@@ -51,6 +51,9 @@ func TestFeatureRecords(t *testing.T) {
 			want: "Invalid update version 1 for feature share.version. Local controller 1 only supports versions 0-0"},
 		{name: "transaction.version downgrade to 1", version: 1, feature: featureTransactionVersion, level: 1, typ: safeDowngrade},
 		{name: "unknown upgrade type", version: 1, feature: featureGroupVersion, level: 1, typ: 4, want: "Unknown upgrade type 4"},
+		{name: "kraft.version at its level", version: 1, feature: featureKRaftVersion, level: 0, typ: upgradeOnly},
+		{name: "kraft.version of a static quorum upgraded", version: 1, feature: featureKRaftVersion, level: 1, typ: upgradeOnly,
+			want: "Invalid update version 1 for feature kraft.version. A quorum's kraft.version is 0 as formatted"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := kmsg.NewPtrUpdateFeaturesRequest()

@@ -30,6 +30,8 @@ const alterPartitionVersion = 3
 func (b *Broker) installControllerAPIs() {
 	b.meta.HandleControllerAPI(kmsg.AlterPartition.Int16(), b.serveAlterPartition)
 	b.meta.HandleControllerAPI(kmsg.DescribeQuorum.Int16(), b.serveDescribeQuorum)
+	b.meta.HandleControllerAPI(kmsg.AddRaftVoter.Int16(), func(body []byte) ([]byte, error) { return b.serveVoterChange(body, addVoter) })
+	b.meta.HandleControllerAPI(kmsg.RemoveRaftVoter.Int16(), func(body []byte) ([]byte, error) { return b.serveVoterChange(body, removeVoter) })
 }
 
 // serveAlterPartition is the active controller's AlterPartition handler (a

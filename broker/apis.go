@@ -72,6 +72,8 @@ func servedAPIs() []*api {
 		pushTelemetryAPI,
 		listConfigResourcesAPI,
 		describeTopicPartitionsAPI,
+		addRaftVoterAPI,
+		removeRaftVoterAPI,
 	}
 }
 

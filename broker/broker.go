@@ -190,7 +190,7 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 		return nil, err
 	}
 	var peers *peerDialer
-	if cfg.QuorumVoters != "" && cfg.hasRole("broker") {
+	if cfg.inCluster() && cfg.hasRole("broker") {
 		// Only a broker of a cluster connects to other brokers, on their inter-broker listener.
 		if peers, err = newPeerDialer(&cfg, interBroker, logger); err != nil {
 			return nil, err

@@ -563,9 +563,9 @@ var coreConfigDefs = []brokerConfigDef{
 	stringDef("controller.quorum.voters", "", func(c *Config) *string { return &c.QuorumVoters }, nil,
 		"id@host:port,... of the controllers; empty: this node is the sole voter, with no controller listener").ofKind(kindList),
 	listDef("controller.quorum.bootstrap.servers", "", func(c *Config) *[]string { return &c.QuorumBootstrapServers }, nil,
-		"dynamic quorums (KIP-853), refused for now: use controller.quorum.voters"),
+		"host:port,... of controllers of a dynamic quorum (KIP-853), used instead of controller.quorum.voters: the voters are in the metadata log, founded by `ringbroker format --standalone` or `--initial-controllers` and changed by kafka-metadata-quorum add-controller and remove-controller"),
 	listDef("controller.listener.names", "", func(c *Config) *[]string { return &c.ControllerListenerNames }, nil,
-		"the listener the controllers use, by name (required with controller.quorum.voters)").ofKind(kindString),
+		"the listener the controllers use, by name (required with controller.quorum.voters or controller.quorum.bootstrap.servers)").ofKind(kindString),
 	msDef("broker.heartbeat.interval.ms", kindInt, "2000", func(c *Config) *time.Duration { return &c.BrokerHeartbeatInterval }, atLeast(1),
 		"how often a broker heartbeats to the active controller"),
 	msDef("broker.session.timeout.ms", kindInt, "9000", func(c *Config) *time.Duration { return &c.BrokerSessionTimeout }, atLeast(1),
@@ -573,7 +573,7 @@ var coreConfigDefs = []brokerConfigDef{
 	intDef("metadata.snapshot.interval.entries", kindLong, "10000", func(c *Config) *uint64 { return &c.MetadataSnapshotEntries }, atLeast(1),
 		"ringbroker's own: a snapshot of the metadata image every this many Raft entries"),
 	intDef("offsets.topic.replication.factor", kindShort, "3", func(c *Config) *int16 { return &c.OffsetsTopicReplicas }, atLeast(1),
-		"replication factor of __consumer_offsets, created on the first FindCoordinator. With fewer unfenced brokers, consumer groups wait for them (COORDINATOR_NOT_AVAILABLE), as on Kafka. A node without controller.quorum.voters (one node, as `make run` starts it) takes 1 unless the key is set, as Kafka's sample server.properties does"),
+		"replication factor of __consumer_offsets, created on the first FindCoordinator. With fewer unfenced brokers, consumer groups wait for them (COORDINATOR_NOT_AVAILABLE), as on Kafka. A node with neither controller.quorum.voters nor controller.quorum.bootstrap.servers (one node, as `make run` starts it) takes 1 unless the key is set, as Kafka's sample server.properties does"),
 	msDef("offsets.commit.timeout.ms", kindInt, "5000", func(c *Config) *time.Duration { return &c.OffsetsCommitTimeout }, atLeast(1),
 		"how long an offset commit or group change waits for the ISR of its __consumer_offsets partition before it fails (COORDINATOR_NOT_AVAILABLE)"),
 	intDef("min.insync.replicas", kindInt, "1", func(c *Config) *int32 { return &c.MinInsyncReplicas }, atLeast(1),
@@ -610,9 +610,9 @@ var coreConfigDefs = []brokerConfigDef{
 	intDef("transaction.state.log.num.partitions", kindInt, "50", func(c *Config) *int32 { return &c.TxnStatePartitions }, atLeast(1),
 		"partitions of __transaction_state, created on the first FindCoordinator for a transactional id"),
 	intDef("transaction.state.log.replication.factor", kindShort, "3", func(c *Config) *int16 { return &c.TxnStateReplicas }, atLeast(1),
-		"replication factor of __transaction_state. A node without controller.quorum.voters (one node, as `make run` starts it) takes 1 unless the key is set, as Kafka's sample server.properties does"),
+		"replication factor of __transaction_state. A node with neither controller.quorum.voters nor controller.quorum.bootstrap.servers (one node, as `make run` starts it) takes 1 unless the key is set, as Kafka's sample server.properties does"),
 	intDef("transaction.state.log.min.isr", kindInt, "2", func(c *Config) *int32 { return &c.TxnStateMinISR }, atLeast(1),
-		"min.insync.replicas of __transaction_state. A node without controller.quorum.voters takes 1 unless the key is set"),
+		"min.insync.replicas of __transaction_state. A node with neither controller.quorum.voters nor controller.quorum.bootstrap.servers takes 1 unless the key is set"),
 	intDef("transaction.state.log.segment.bytes", kindInt, "104857600", func(c *Config) *int32 { return &c.TxnStateSegmentBytes }, atLeast(1),
 		"segment.bytes of __transaction_state"),
 	msDef("transaction.max.timeout.ms", kindInt, "900000", func(c *Config) *time.Duration { return &c.TxnMaxTimeout }, atLeast(1),
@@ -755,7 +755,7 @@ func (c *Config) isExplicit(key string) bool {
 // one, or 1 on a node that founds a quorum of its own (no controller.quorum.voters) and was
 // not told otherwise, where the default 3 could never be met.
 func (c *Config) offsetsTopicRF() int16 {
-	if c.QuorumVoters == "" && !c.isExplicit("offsets.topic.replication.factor") {
+	if !c.inCluster() && !c.isExplicit("offsets.topic.replication.factor") {
 		return 1
 	}
 	return c.OffsetsTopicReplicas
@@ -765,14 +765,14 @@ func (c *Config) offsetsTopicRF() int16 {
 // __transaction_state is created with: the configured ones, or 1 on a node that founds a quorum of
 // its own and was not told otherwise, as offsetsTopicRF.
 func (c *Config) txnStateTopicRF() int16 {
-	if c.QuorumVoters == "" && !c.isExplicit("transaction.state.log.replication.factor") {
+	if !c.inCluster() && !c.isExplicit("transaction.state.log.replication.factor") {
 		return 1
 	}
 	return c.TxnStateReplicas
 }
 
 func (c *Config) txnStateMinISR() int32 {
-	if c.QuorumVoters == "" && !c.isExplicit("transaction.state.log.min.isr") {
+	if !c.inCluster() && !c.isExplicit("transaction.state.log.min.isr") {
 		return 1
 	}
 	return c.TxnStateMinISR

@@ -21,6 +21,10 @@ const (
 	// featureTransactionVersion 2 is KIP-890 part 2: an epoch bump per transaction, partitions
 	// added by their leaders.
 	featureTransactionVersion = "transaction.version"
+	// featureKRaftVersion 1 is a dynamic quorum (KIP-853). It follows from how the quorum was
+	// formatted (meta.Image.KRaftVersion), not from Feature records: UpdateFeatures may not
+	// change it.
+	featureKRaftVersion = "kraft.version"
 	// metadataVersionMin and metadataVersionMax are 3.3-IV3 and 4.1-IV1: the metadata
 	// versions a Kafka 4.1 broker supports, which ringbroker's metadata stands in for.
 	metadataVersionMin = 7
@@ -29,13 +33,13 @@ const (
 
 // features lists the features ringbroker reports (ApiVersions) and finalizes (UpdateFeatures),
 // sorted by name. group.version 1 is the KIP-848 consumer protocol, transaction.version 2
-// KIP-890's transactions; the others stay at 0 until ringbroker implements them: eligible leader replicas
-// (KIP-966), share groups, dynamic quorums (kraft.version, KIP-853).
+// KIP-890's transactions, kraft.version 1 a dynamic quorum; the others stay at 0 until
+// ringbroker implements them: eligible leader replicas (KIP-966), share groups.
 func features() []featureSpec {
 	return []featureSpec{
 		{name: "eligible.leader.replicas.version"},
 		{name: featureGroupVersion, max: 1, bootstrap: 1},
-		{name: "kraft.version"},
+		{name: featureKRaftVersion, max: 1},
 		{name: featureMetadataVersion, min: metadataVersionMin, max: metadataVersionMax, bootstrap: metadataVersionMax},
 		{name: "share.version"},
 		{name: featureTransactionVersion, max: 2, bootstrap: 2},
@@ -44,6 +48,9 @@ func features() []featureSpec {
 
 // featureLevel is the finalized level of feature name in im.
 func featureLevel(im *meta.Image, name string) int16 {
+	if name == featureKRaftVersion {
+		return im.KRaftVersion()
+	}
 	if l, ok := im.Features[name]; ok {
 		return l
 	}

@@ -23,7 +23,9 @@ import (
 // a Raft learner (a KRaft observer), forwarding its commits and heartbeats to the active
 // controller. Without controller.quorum.voters a node is the sole voter of its own quorum, on
 // the same path: it needs no controller listener, as it has nobody to talk to, and formats its
-// log dir by itself.
+// log dir by itself. With controller.quorum.bootstrap.servers instead of
+// controller.quorum.voters the quorum is dynamic (KIP-853, dynamicquorum.go): the voters are in
+// the metadata log, and AddRaftVoter and RemoveRaftVoter change them.
 
 // checkProcessRoles validates process.roles: broker, controller, or both (as Kafka).
 func checkProcessRoles(roles []string) error {
@@ -57,22 +59,26 @@ func (b *Broker) setupQuorum() (map[int32]string, error) {
 		}
 		return map[int32]string{c.NodeID: ""}, nil
 	}
-	if c.QuorumVoters == "" {
-		return nil, fmt.Errorf("controller.quorum.bootstrap.servers without controller.quorum.voters: dynamic quorums (KIP-853) are not supported yet; list the voters in controller.quorum.voters")
-	}
-	voters, err := meta.ParseVoters(c.QuorumVoters)
-	if err != nil {
-		return nil, fmt.Errorf("controller.quorum.voters=%q: %w", c.QuorumVoters, err)
-	}
 	controller := c.hasRole("controller")
-	if _, ok := voters[c.NodeID]; ok != controller {
-		if controller {
-			return nil, fmt.Errorf("node.id %d is not in controller.quorum.voters=%q but process.roles includes controller", c.NodeID, c.QuorumVoters)
+	voters := map[int32]string{}
+	if c.dynamicQuorum() {
+		if err := c.checkBootstrapServers(); err != nil {
+			return nil, err
 		}
-		return nil, fmt.Errorf("node.id %d is in controller.quorum.voters=%q but process.roles=broker", c.NodeID, c.QuorumVoters)
+	} else {
+		var err error
+		if voters, err = meta.ParseVoters(c.QuorumVoters); err != nil {
+			return nil, fmt.Errorf("controller.quorum.voters=%q: %w", c.QuorumVoters, err)
+		}
+		if _, ok := voters[c.NodeID]; ok != controller {
+			if controller {
+				return nil, fmt.Errorf("node.id %d is not in controller.quorum.voters=%q but process.roles includes controller", c.NodeID, c.QuorumVoters)
+			}
+			return nil, fmt.Errorf("node.id %d is in controller.quorum.voters=%q but process.roles=broker", c.NodeID, c.QuorumVoters)
+		}
 	}
 	if len(c.ControllerListenerNames) == 0 {
-		return nil, fmt.Errorf("controller.listener.names is required with controller.quorum.voters")
+		return nil, fmt.Errorf("controller.listener.names is required with controller.quorum.voters or controller.quorum.bootstrap.servers")
 	}
 	name := c.ControllerListenerNames[0]
 	if !controller {
@@ -154,8 +160,20 @@ func (b *Broker) openMetadata(clusterID string, voters map[int32]string) (*meta.
 	if learner {
 		listen, advHost = b.cfg.learnerListen(), b.advertised().Host
 	}
+	var dirID meta.UUID
+	if b.cfg.dynamicQuorum() {
+		var err error
+		if dirID, err = readDirectoryID(b.cfg.LogDirs[0]); err != nil {
+			return nil, err
+		}
+		if !learner {
+			advHost, _, _ = net.SplitHostPort(listen)
+		}
+		voters = nil
+	}
 	s, err := meta.OpenRaft(meta.RaftConfig{NodeID: b.cfg.NodeID, Dir: dir, ClusterID: clusterID,
 		Listen: listen, Voters: voters, Learner: learner, AdvertiseHost: advHost, SnapshotEntries: b.cfg.MetadataSnapshotEntries,
+		Dynamic: b.cfg.dynamicQuorum(), BootstrapServers: b.cfg.QuorumBootstrapServers, DirectoryID: dirID,
 		OnChange: func(*meta.Image) {
 			select {
 			case b.imageChanged <- struct{}{}:

@@ -27,30 +27,17 @@ const clusterTimeout = 30 * time.Second
 // keys (Kafka's names) come last and win.
 func startCluster(t *testing.T, n int, extra ...string) []*Broker {
 	t.Helper()
-	type ports struct{ client, controller, metrics int }
-	ps := make([]ports, n)
+	ps := freeClusterPorts(t, n)
 	var voters []string
-	for i := range ps {
-		ps[i] = ports{brokertest.FreePort(t), brokertest.FreePort(t), brokertest.FreePort(t)}
-		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", i+1, ps[i].controller))
+	for i, p := range ps {
+		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", i+1, p.controller))
 	}
 	cid := newClusterID(t)
 	var out []*Broker
 	for i, p := range ps {
 		dir := t.TempDir()
-		props := []string{
-			"process.roles=broker,controller",
-			fmt.Sprintf("node.id=%d", i+1),
-			"controller.quorum.voters=" + strings.Join(voters, ","),
-			fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", p.client, p.controller),
-			"controller.listener.names=CONTROLLER",
-			"log.dirs=" + filepath.Join(dir, "data"),
-			"broker.heartbeat.interval.ms=500",
-			"broker.session.timeout.ms=3000",
-			"group.initial.rebalance.delay.ms=0",
-		}
-		ringOnly := []string{fmt.Sprintf("metrics.listen=127.0.0.1:%d", p.metrics), "metadata.snapshot.interval.entries=4"}
-		b := clusterNode(t, brokerKind(), i, cid, dir, fmt.Sprintf("127.0.0.1:%d", p.client), append(props, extra...), ringOnly, nil, nil)
+		props := combinedNodeProps(i, p, "controller.quorum.voters="+strings.Join(voters, ","), dir)
+		b := clusterNode(t, brokerKind(), i, cid, dir, p.clientAddr(), append(props, extra...), p.ringOnly(), nil, nil)
 		b.startProcess()
 		out = append(out, b)
 	}
@@ -60,12 +47,50 @@ func startCluster(t *testing.T, n int, extra ...string) []*Broker {
 	return out
 }
 
+// clusterPorts are one node's loopback ports.
+type clusterPorts struct{ client, controller, metrics int }
+
+// freeClusterPorts picks the ports of n nodes.
+func freeClusterPorts(t *testing.T, n int) []clusterPorts {
+	ps := make([]clusterPorts, n)
+	for i := range ps {
+		ps[i] = clusterPorts{brokertest.FreePort(t), brokertest.FreePort(t), brokertest.FreePort(t)}
+	}
+	return ps
+}
+
+// clientAddr is where the node serves clients.
+func (p clusterPorts) clientAddr() string { return fmt.Sprintf("127.0.0.1:%d", p.client) }
+
+// ringOnly are the node's keys that only ringbroker has: its metrics port, and snapshots every
+// few metadata entries, so that the cluster tests run through them.
+func (p clusterPorts) ringOnly() []string {
+	return []string{fmt.Sprintf("metrics.listen=127.0.0.1:%d", p.metrics), "metadata.snapshot.interval.entries=4"}
+}
+
+// combinedNodeProps are the keys (Kafka's names) of node i, broker and controller, on ports p
+// with its log dir under dir and its quorum given by the key=value quorum.
+func combinedNodeProps(i int, p clusterPorts, quorum, dir string) []string {
+	return []string{
+		"process.roles=broker,controller",
+		fmt.Sprintf("node.id=%d", i+1),
+		quorum,
+		fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", p.client, p.controller),
+		"controller.listener.names=CONTROLLER",
+		"log.dirs=" + filepath.Join(dir, "data"),
+		"broker.heartbeat.interval.ms=500",
+		"broker.session.timeout.ms=3000",
+		"group.initial.rebalance.delay.ms=0",
+	}
+}
+
 // clusterNode writes node i's server.properties in dir and formats its log dir for cluster cid,
 // like kafka-storage format, and returns the node, not started, serving clients at addr: a
 // ringbroker process with props and ringOnly, or, for kind "kafka", Apache Kafka with props,
 // the listener keys Kafka needs besides, internal topics of RF 3, and kafkaOnly. Keys later
 // in the file win. wrap, when set, wraps the command line (to run it in a network namespace).
-func clusterNode(t *testing.T, kind string, i int, cid, dir, addr string, props, ringOnly, kafkaOnly []string, wrap func([]string) []string) *Broker {
+// formatArgs are given to the format step of either kind (--standalone, say).
+func clusterNode(t *testing.T, kind string, i int, cid, dir, addr string, props, ringOnly, kafkaOnly []string, wrap func([]string) []string, formatArgs ...string) *Broker {
 	t.Helper()
 	if wrap == nil {
 		wrap = func(argv []string) []string { return argv }
@@ -75,7 +100,7 @@ func clusterNode(t *testing.T, kind string, i int, cid, dir, addr string, props,
 	switch kind {
 	case "ringbroker":
 		writeFile(t, cfg, strings.Join(append(ringOnly, props...), "\n")+"\n")
-		if out, err := exec.Command(ringbrokerBinary(), "format", "--cluster-id", cid, "--config", cfg).CombinedOutput(); err != nil {
+		if out, err := exec.Command(ringbrokerBinary(), append([]string{"format", "--cluster-id", cid, "--config", cfg}, formatArgs...)...).CombinedOutput(); err != nil {
 			t.Fatalf("ringbroker format node %d: %v\n%s", i+1, err, out)
 		}
 		b.argv = wrap([]string{ringbrokerBinary(), "--config", cfg})
@@ -91,7 +116,7 @@ func clusterNode(t *testing.T, kind string, i int, cid, dir, addr string, props,
 			"share.coordinator.state.topic.min.isr=2",
 		}
 		writeFile(t, cfg, strings.Join(append(append(kafkaProps, props...), kafkaOnly...), "\n")+"\n")
-		runJava(t, "kafka.tools.StorageTool", "format", "-t", cid, "-c", cfg)
+		runJava(t, "kafka.tools.StorageTool", append([]string{"format", "-t", cid, "-c", cfg}, formatArgs...)...)
 		log4j := filepath.Join(dir, "log4j2.properties")
 		writeFile(t, log4j, log4jConfig("info", "SYSTEM_OUT"))
 		b.argv = wrap([]string{"java", "-Xms128m", "-Xmx512m", "-XX:+UseG1GC",

@@ -39,6 +39,13 @@ type StateMachine interface {
 	Restore(data []byte) error
 }
 
+// ConfChangeApplier is implemented by a StateMachine that also keeps what membership changes
+// carry (their contexts), so that a snapshot of it keeps them after the log is compacted.
+type ConfChangeApplier interface {
+	// ApplyConfChange applies one committed configuration entry, in log order with Apply.
+	ApplyConfChange(index uint64, cc ConfChange) error
+}
+
 // NodeConfig configures a Node. Zero fields take the defaults in parentheses.
 type NodeConfig struct {
 	// ID of this node; never 0.
@@ -66,8 +73,12 @@ type NodeConfig struct {
 	SnapshotEntries uint64
 	// MaxBatch caps the proposals stepped as one append (256).
 	MaxBatch int
-	// StateMachine receives committed entries; required.
+	// StateMachine receives committed entries; required. If it is a ConfChangeApplier it
+	// receives the committed configuration entries too.
 	StateMachine StateMachine
+	// ContextAddr returns the transport address a ConfChange context carries ("" for none);
+	// nil takes the whole context for the address.
+	ContextAddr func(context []byte) string
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -216,9 +227,19 @@ func (n *Node) learnAddrs(ents []Entry) {
 			continue
 		}
 		if cc, err := DecodeConfChange(e.Data); err == nil && cc.Type != RemoveNode && len(cc.Context) > 0 {
-			n.transport.AddPeer(cc.NodeID, string(cc.Context))
+			if addr := n.contextAddr(cc.Context); addr != "" {
+				n.transport.AddPeer(cc.NodeID, addr)
+			}
 		}
 	}
+}
+
+// contextAddr is the transport address in a ConfChange context (see NodeConfig.ContextAddr).
+func (n *Node) contextAddr(context []byte) string {
+	if n.cfg.ContextAddr != nil {
+		return n.cfg.ContextAddr(context)
+	}
+	return string(context)
 }
 
 // AddPeer sets the transport address of node id (for peers whose address was not known at
@@ -614,8 +635,17 @@ func (n *Node) handleReady(rd Ready) error {
 	for _, e := range rd.CommittedEntries {
 		switch {
 		case e.Type == EntryConfChange:
-			if cc, err := DecodeConfChange(e.Data); err == nil && cc.Type == RemoveNode && cc.NodeID != n.cfg.ID {
+			cc, err := DecodeConfChange(e.Data)
+			if err != nil {
+				return fmt.Errorf("raft node %d: committed conf entry %d: %w", n.cfg.ID, e.Index, err)
+			}
+			if cc.Type == RemoveNode && cc.NodeID != n.cfg.ID {
 				n.transport.RemovePeer(cc.NodeID)
+			}
+			if ca, ok := n.cfg.StateMachine.(ConfChangeApplier); ok {
+				if err := ca.ApplyConfChange(e.Index, cc); err != nil {
+					return fmt.Errorf("raft node %d: apply conf entry %d: %w", n.cfg.ID, e.Index, err)
+				}
 			}
 		case len(e.Data) > 0:
 			if err := n.cfg.StateMachine.Apply(e); err != nil {

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -378,5 +380,87 @@ func TestNodeSoleVoterLeadsAtOnce(t *testing.T) {
 		if err := n.Stop(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// confSM is a listSM that also records the committed configuration changes it is handed.
+type confSM struct {
+	listSM
+	confs []string
+}
+
+func (sm *confSM) ApplyConfChange(index uint64, cc ConfChange) error {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	sm.confs = append(sm.confs, fmt.Sprintf("%d %s", index, cc))
+	return nil
+}
+
+func (sm *confSM) confList() []string {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	return slices.Clone(sm.confs)
+}
+
+// TestNodeContextAddrAndConfChangeApplier founds a node with BootstrapConf, whose membership
+// change carries its address in an application's own context form ("at=host:port"), and adds a
+// joiner with the same form of context: the leader finds the joiner through
+// NodeConfig.ContextAddr alone, the joiner follows the log, and both state machines receive
+// every committed change in order.
+func TestNodeContextAddrAndConfChangeApplier(t *testing.T) {
+	ln := make([]net.Listener, 2)
+	for i := range ln {
+		var err error
+		if ln[i], err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctxOf := func(i int) []byte { return []byte("at=" + ln[i].Addr().String()) }
+	contextAddr := func(c []byte) string { return strings.TrimPrefix(string(c), "at=") }
+	dir0 := t.TempDir()
+	storage, _, err := OpenDiskStorage(dir0, DiskOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	boot := BootstrapConf([]ConfChange{{Type: AddVoter, NodeID: 1, Context: ctxOf(0)}})
+	if err := storage.Append(&boot.HardState, boot.Entries); err != nil {
+		t.Fatal(err)
+	}
+	if err := storage.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sms := []*confSM{{}, {}}
+	nodes := make([]*Node, 2)
+	for i, dir := range []string{dir0, t.TempDir()} {
+		cfg := fastNodeConfig()
+		cfg.ID, cfg.Dir, cfg.Listener, cfg.StateMachine, cfg.ContextAddr = uint64(i+1), dir, ln[i], sms[i], contextAddr
+		if i == 1 {
+			cfg.Peers = map[uint64]string{1: ln[0].Addr().String()} // to answer before it has the log
+		}
+		if nodes[i], err = StartNode(cfg); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nodes[i].Stop() })
+	}
+	testutil.WaitFor(t, 5*time.Second, testutil.Holds("node 1 to lead", nodes[0].IsLeader))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := nodes[0].ProposeConfChange(ctx, ConfChange{Type: AddLearner, NodeID: 2, Context: ctxOf(1)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nodes[0].Propose(ctx, []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{fmt.Sprintf("1 AddVoter(1 %q)", ctxOf(0)), fmt.Sprintf("3 AddLearner(2 %q)", ctxOf(1))}
+	for i, sm := range sms {
+		testutil.WaitFor(t, 5*time.Second, func() error {
+			if got := sm.list(); !slices.Equal(got, []string{"after"}) {
+				return fmt.Errorf("node %d applied %q; want [after]", i+1, got)
+			}
+			if got := sm.confList(); !slices.Equal(got, want) {
+				return fmt.Errorf("node %d conf changes %q; want %q", i+1, got, want)
+			}
+			return nil
+		})
 	}
 }

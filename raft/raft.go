@@ -86,16 +86,23 @@ type State struct {
 // configuration entry per member at term 1, committed. All founders must use the same lists;
 // a node added later starts from the zero State and learns everything from the leader.
 func BootstrapState(voters, learners []uint64) State {
-	var st State
-	add := func(t ConfChangeType, id uint64) {
-		st.Entries = append(st.Entries, Entry{Index: uint64(len(st.Entries) + 1), Term: 1, Type: EntryConfChange,
-			Data: ConfChange{Type: t, NodeID: id}.Encode()})
-	}
+	var changes []ConfChange
 	for _, id := range voters {
-		add(AddVoter, id)
+		changes = append(changes, ConfChange{Type: AddVoter, NodeID: id})
 	}
 	for _, id := range learners {
-		add(AddLearner, id)
+		changes = append(changes, ConfChange{Type: AddLearner, NodeID: id})
+	}
+	return BootstrapConf(changes)
+}
+
+// BootstrapConf is BootstrapState with each founding member's change given whole, so that
+// its Context (a transport address, say) is in the log from the first entry on.
+func BootstrapConf(changes []ConfChange) State {
+	var st State
+	for _, cc := range changes {
+		st.Entries = append(st.Entries, Entry{Index: uint64(len(st.Entries) + 1), Term: 1, Type: EntryConfChange,
+			Data: cc.Encode()})
 	}
 	st.HardState = HardState{Term: 1, Commit: uint64(len(st.Entries))}
 	return st
@@ -646,11 +653,22 @@ func (r *Raft) stepLeader(m Message) error {
 	case MsgHeartbeatResp:
 		pr.recentActive = true
 		pr.probeSent = false
+		if m.Reject && pr.state == replicateState {
+			// The follower lacks appends sent before the heartbeat on the same ordered
+			// stream: they were lost (it restarted, or dropped them while busy). Probe from
+			// what it holds, or nothing is resent until a new entry is appended.
+			pr.becomeProbe()
+			r.sendAppend(m.From, true)
+			return nil
+		}
 		if pr.state == replicateState && pr.inflights.full() {
 			pr.inflights.freeFirstOne()
 		}
 		if pr.match < r.log.lastIndex() {
-			r.sendAppend(m.From, false)
+			// A probe goes out even with no entries after next: a follower added at the
+			// leader's tail (a new learner) holds nothing, and only a rejected probe tells
+			// the leader so while no new entry is appended.
+			r.sendAppend(m.From, pr.state == probeState)
 		}
 	case MsgTransferLeader:
 		r.transferLeader(m.From, pr)
@@ -800,8 +818,9 @@ func (r *Raft) bcastHeartbeat() {
 			continue
 		}
 		pr := r.prs[id]
-		// Never tell a follower to commit past what it is known to hold.
-		r.send(Message{Type: MsgHeartbeat, To: id, Commit: min(pr.match, r.committed)})
+		// Never tell a follower to commit past what it is known to hold. Index is the last
+		// entry sent to it, which it holds once the heartbeat arrives unless an append was lost.
+		r.send(Message{Type: MsgHeartbeat, To: id, Commit: min(pr.match, r.committed), Index: pr.next - 1})
 	}
 }
 
@@ -919,6 +938,10 @@ func (r *Raft) appendFollower(ents []Entry) {
 
 func (r *Raft) handleHeartbeat(m Message) {
 	r.commitTo(min(m.Commit, r.log.lastIndex()))
+	if li := r.log.lastIndex(); m.Index > li {
+		r.send(Message{Type: MsgHeartbeatResp, To: m.From, Reject: true, RejectHint: li})
+		return
+	}
 	r.send(Message{Type: MsgHeartbeatResp, To: m.From})
 }
 

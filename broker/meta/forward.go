@@ -36,6 +36,10 @@ type forwardRequest struct {
 	Incarnation UUID   `json:"incarnation,omitempty"`
 	// Addr is a learner's listener address, where the leader sends it the log.
 	Addr string `json:"addr,omitempty"`
+	// DirectoryID is a joining node's metadata directory id (zero: not sent), and Broker
+	// whether it is a broker-only node.
+	DirectoryID UUID `json:"directory_id"`
+	Broker      bool `json:"broker,omitempty"`
 	// WantShutdown is a heartbeat's request for a controlled shutdown.
 	WantShutdown bool `json:"want_shutdown,omitempty"`
 	// APIKey and Body are an "api" request: a Kafka API request, encoded.
@@ -49,12 +53,26 @@ type forwardResponse struct {
 	Err       string `json:"err,omitempty"`
 	NotLeader bool   `json:"not_leader,omitempty"`
 	Leader    uint64 `json:"leader,omitempty"`
+	// LeaderAddr is the believed leader's controller listener, when known: a node joining a
+	// dynamic quorum knows no address but its bootstrap servers'. A join's success names the
+	// leader that accepted it in Leader and LeaderAddr, for the learner to answer it before
+	// the log tells it where the voters are.
+	LeaderAddr string `json:"leader_addr,omitempty"`
 	// ShouldShutdown answers a heartbeat that asked for a controlled shutdown: the broker
 	// leads nothing any more and may stop.
 	ShouldShutdown bool `json:"should_shutdown,omitempty"`
 	// Body answers an "api" request: the Kafka API response, encoded.
 	Body []byte `json:"body,omitempty"`
 }
+
+// notLeaderAtError is a forward's not-leader answer that names where the leader listens.
+type notLeaderAtError struct {
+	raft.NotLeaderError
+	addr string
+}
+
+// Unwrap lets errors.As find the raft.NotLeaderError.
+func (e *notLeaderAtError) Unwrap() error { return &e.NotLeaderError }
 
 // unreachableError says a forward did not reach the leader, so nothing was proposed.
 type unreachableError struct{ err error }
@@ -65,11 +83,16 @@ func (e *unreachableError) Unwrap() error { return e.err }
 
 // forward sends req to controller leader and returns its answer.
 func (s *RaftStore) forward(leader int32, req forwardRequest, deadline time.Time) (forwardResponse, error) {
-	var resp forwardResponse
-	addr, ok := s.cfg.Voters[leader]
-	if !ok {
-		return resp, &unreachableError{fmt.Errorf("leader %d is not a known voter", leader)}
+	addr := s.controllerAddr(leader)
+	if addr == "" {
+		return forwardResponse{}, &unreachableError{fmt.Errorf("leader %d is not a known voter", leader)}
 	}
+	return s.forwardTo(leader, addr, req, deadline)
+}
+
+// forwardTo sends req to the controller listening at addr (node leader, or -1 when unknown).
+func (s *RaftStore) forwardTo(leader int32, addr string, req forwardRequest, deadline time.Time) (forwardResponse, error) {
+	var resp forwardResponse
 	body, err := json.Marshal(req)
 	if err != nil {
 		return resp, fmt.Errorf("encode forwarded %s: %w", req.Kind, err)
@@ -95,6 +118,8 @@ func (s *RaftStore) forward(leader int32, req forwardRequest, deadline time.Time
 		return resp, fmt.Errorf("forward %s to controller %d: bad answer: %w", req.Kind, leader, err)
 	}
 	switch {
+	case resp.NotLeader && resp.LeaderAddr != "":
+		return resp, &notLeaderAtError{NotLeaderError: raft.NotLeaderError{Leader: resp.Leader}, addr: resp.LeaderAddr}
 	case resp.NotLeader:
 		return resp, &raft.NotLeaderError{Leader: resp.Leader}
 	case resp.Err != "":
@@ -160,7 +185,7 @@ func (s *RaftStore) serveForward(body []byte) forwardResponse {
 	case "unreachable":
 		err = s.recordSuspect(req.NodeID, req.Incarnation)
 	case "join":
-		err = s.addLearner(req.NodeID, req.Addr)
+		err = s.addLearner(req.NodeID, QuorumMember{Addr: req.Addr, DirectoryID: req.DirectoryID, Broker: req.Broker})
 	case "api":
 		out, err = s.serveControllerAPI(req.APIKey, req.Body)
 	case "read_index":
@@ -171,9 +196,17 @@ func (s *RaftStore) serveForward(body []byte) forwardResponse {
 	var nl *raft.NotLeaderError
 	switch {
 	case errors.As(err, &nl):
-		return forwardResponse{NotLeader: true, Leader: nl.Leader}
+		resp := forwardResponse{NotLeader: true, Leader: nl.Leader}
+		if nl.Leader != raft.None {
+			resp.LeaderAddr = s.controllerAddr(int32(nl.Leader - 1))
+		}
+		return resp
 	case err != nil:
 		return forwardResponse{Err: err.Error()}
 	}
-	return forwardResponse{Index: idx, ShouldShutdown: shouldShutdown, Body: out}
+	resp := forwardResponse{Index: idx, ShouldShutdown: shouldShutdown, Body: out}
+	if req.Kind == "join" {
+		resp.Leader, resp.LeaderAddr = raftID(s.cfg.NodeID), s.Addr()
+	}
+	return resp
 }

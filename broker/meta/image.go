@@ -59,6 +59,10 @@ type Image struct {
 	GroupConfigs map[string]map[string]string
 	// Security is the ACLs, SCRAM credentials and client quotas; nil when there are none.
 	Security *Security
+	// Quorum holds, by node id, what the membership changes of the controller quorum recorded
+	// of each member (see QuorumMember); founding voters of a static quorum are absent. A map
+	// is never modified once published.
+	Quorum map[int32]QuorumMember
 }
 
 // Broker is a registered broker.
@@ -221,6 +225,7 @@ func (im *Image) Apply(offset int64, recs []Record) (*Image, error) {
 		ClientMetrics:      im.ClientMetrics,
 		ClientMetricsEpoch: im.ClientMetricsEpoch,
 		GroupConfigs:       im.GroupConfigs,
+		Quorum:             im.Quorum,
 	}
 	for n, t := range im.Topics {
 		next.Topics[n] = t

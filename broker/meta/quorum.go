@@ -25,8 +25,12 @@ type ReplicaStatus struct {
 	// LastFetch and LastCaughtUp are when the leader last heard from the member and last
 	// found it holding the whole log; zero when not heard from since it became leader.
 	LastFetch, LastCaughtUp time.Time
-	// Addr is the member's controller listener address, when known (voters).
+	// Addr is the member's controller listener address (a broker-only learner's learner
+	// listener), when known.
 	Addr string
+	// DirectoryID is the directory id the member joined a dynamic quorum with; zero when not
+	// recorded (a static quorum's voters).
+	DirectoryID UUID
 }
 
 // QuorumStatus returns the state of the metadata quorum; only the leader knows it, so other
@@ -47,7 +51,7 @@ func (s *RaftStore) QuorumStatus(ctx context.Context) (QuorumStatus, error) {
 	q := QuorumStatus{Leader: s.cfg.NodeID, Epoch: st.HardState.Term, HighWatermark: st.HardState.Commit}
 	member := func(id uint64) ReplicaStatus {
 		node := int32(id - 1)
-		r := ReplicaStatus{NodeID: node, LogEnd: st.Progress[id].Match, Addr: s.cfg.Voters[node]}
+		r := ReplicaStatus{NodeID: node, LogEnd: st.Progress[id].Match, Addr: s.controllerAddr(node), DirectoryID: s.Image().Quorum[node].DirectoryID}
 		if node == s.cfg.NodeID {
 			r.LogEnd, r.LastFetch, r.LastCaughtUp = st.LastIndex, now, now
 		} else if c, ok := contacts[id]; ok {

@@ -46,6 +46,18 @@ type RaftConfig struct {
 	// AdvertiseHost is the host a learner announces, with its bound port, for the leader to
 	// reach it (its advertised listener's host); empty announces the bound address.
 	AdvertiseHost string
+	// Dynamic makes the quorum a dynamic one (KIP-853, controller.quorum.bootstrap.servers
+	// without controller.quorum.voters): Voters is empty, the voter set is only in the log
+	// (a bootstrap written by FormatDynamic, then membership changes), a node that is not a
+	// voter joins as a learner through BootstrapServers, and AddVoter and RemoveVoter change
+	// the voters.
+	Dynamic bool
+	// BootstrapServers are controller listener addresses (host:port) a node of a dynamic
+	// quorum asks to join until it knows the leader.
+	BootstrapServers []string
+	// DirectoryID is the directory id of this node's metadata log dir (meta.properties), which
+	// it joins a dynamic quorum with.
+	DirectoryID UUID
 	// SnapshotEntries: a snapshot of the image is taken every this many entries (10000).
 	SnapshotEntries uint64
 	// TickInterval is Raft's logical tick (100ms); elections time out after 10 ticks.
@@ -96,6 +108,13 @@ type RaftStore struct {
 	// apis answer the Kafka APIs served by the active controller alone.
 	apis controllerAPIs
 
+	// changeMu is held by the voter change (AddVoter, RemoveVoter) in progress on this leader:
+	// one at a time, as Kafka.
+	changeMu sync.Mutex
+	// started is set once node is: a snapshot restored before then leaves the peers'
+	// addresses to OpenRaft.
+	started atomic.Bool
+
 	closed atomic.Bool
 	wg     sync.WaitGroup
 }
@@ -108,14 +127,8 @@ func raftID(nodeID int32) uint64 { return uint64(nodeID) + 1 }
 // found there) and listens on cfg.Listen. A quorum of one voter leads, with its whole log
 // applied to the image, when OpenRaft returns.
 func OpenRaft(cfg RaftConfig) (*RaftStore, error) {
-	if _, ok := cfg.Voters[cfg.NodeID]; ok == cfg.Learner {
-		if cfg.Learner {
-			return nil, fmt.Errorf("metadata quorum: learner node %d is among the voters %v", cfg.NodeID, cfg.Voters)
-		}
-		return nil, fmt.Errorf("metadata quorum: node %d is not among the voters %v", cfg.NodeID, cfg.Voters)
-	}
-	if cfg.Listen == "" && len(cfg.Voters) != 1 {
-		return nil, fmt.Errorf("metadata quorum: node %d has no controller listener, so it can only be the sole voter, not one of %v", cfg.NodeID, cfg.Voters)
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
 	if cfg.CommitTimeout <= 0 {
 		cfg.CommitTimeout = 30 * time.Second
@@ -154,28 +167,94 @@ func OpenRaft(cfg RaftConfig) (*RaftStore, error) {
 	var err error
 	s.node, err = raft.StartNode(raft.NodeConfig{ID: raftID(cfg.NodeID), Dir: cfg.Dir, Listener: s.mux,
 		Peers: peers, Voters: voters, TickInterval: cfg.TickInterval, SnapshotEntries: cfg.SnapshotEntries,
-		StateMachine: (*stateMachine)(s), Logger: logger})
+		StateMachine: (*stateMachine)(s), ContextAddr: memberAddr, Logger: logger})
 	if err != nil {
 		s.closeListener()
 		return nil, fmt.Errorf("metadata quorum node %d: %w", cfg.NodeID, err)
 	}
+	s.started.Store(true)
+	s.learnMemberAddrs(s.Image())
 	if s.ln != nil {
 		// Connections are taken only now: a forwarded request is served with the node, which
 		// a peer that still takes this node for the leader (it restarted) may send at once.
 		s.wg.Add(1)
 		go s.accept()
 	}
-	if cfg.Learner {
+	if cfg.Learner || cfg.Dynamic {
 		s.wg.Add(1)
 		go s.join()
 	}
-	if len(cfg.Voters) == 1 && !cfg.Learner {
+	sole, err := s.soleVoter()
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	if sole {
 		if err := s.waitLeader(time.Now().Add(cfg.CommitTimeout)); err != nil {
 			s.Close()
 			return nil, err
 		}
 	}
 	return s, nil
+}
+
+// check validates the configuration's membership keys.
+func (cfg *RaftConfig) check() error {
+	if cfg.Dynamic {
+		if len(cfg.Voters) > 0 {
+			return fmt.Errorf("metadata quorum: node %d: a dynamic quorum has no static voters, got %v", cfg.NodeID, cfg.Voters)
+		}
+		if cfg.Listen == "" || len(cfg.BootstrapServers) == 0 {
+			return fmt.Errorf("metadata quorum: node %d of a dynamic quorum needs a listener and bootstrap servers", cfg.NodeID)
+		}
+		return nil
+	}
+	if _, ok := cfg.Voters[cfg.NodeID]; ok == cfg.Learner {
+		if cfg.Learner {
+			return fmt.Errorf("metadata quorum: learner node %d is among the voters %v", cfg.NodeID, cfg.Voters)
+		}
+		return fmt.Errorf("metadata quorum: node %d is not among the voters %v", cfg.NodeID, cfg.Voters)
+	}
+	if cfg.Listen == "" && len(cfg.Voters) != 1 {
+		return fmt.Errorf("metadata quorum: node %d has no controller listener, so it can only be the sole voter, not one of %v", cfg.NodeID, cfg.Voters)
+	}
+	return nil
+}
+
+// soleVoter reports whether the membership this node recovered (or founded) has it as the
+// only voter, which then leads at once.
+func (s *RaftStore) soleVoter() (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CommitTimeout)
+	defer cancel()
+	st, err := s.node.Status(ctx)
+	if err != nil {
+		return false, fmt.Errorf("metadata quorum node %d: %w", s.cfg.NodeID, err)
+	}
+	return len(st.Conf.Voters) == 1 && st.Conf.Voters[0] == raftID(s.cfg.NodeID), nil
+}
+
+// learnMemberAddrs gives the transport the addresses im recorded of the quorum's members,
+// which a snapshot keeps after the membership changes that carried them were compacted away.
+func (s *RaftStore) learnMemberAddrs(im *Image) {
+	if !s.started.Load() {
+		return
+	}
+	for id, m := range im.Quorum {
+		if id != s.cfg.NodeID && m.Addr != "" {
+			if _, static := s.cfg.Voters[id]; !static {
+				s.node.AddPeer(raftID(id), m.Addr)
+			}
+		}
+	}
+}
+
+// controllerAddr is where node id's controller listener is: its static voter address, else
+// what the log recorded of it; "" when unknown.
+func (s *RaftStore) controllerAddr(id int32) string {
+	if addr, ok := s.cfg.Voters[id]; ok {
+		return addr
+	}
+	return s.Image().Quorum[id].Addr
 }
 
 // waitLeader waits for the sole voter to win the election it starts at once (raft.Node) and

@@ -52,12 +52,17 @@ func newQuorum(t testing.TB, n int, snapshotEntries uint64, mods ...func(*RaftCo
 	for id := range q.voters {
 		q.start(id)
 	}
+	closeAtEnd(t, q.stores)
+	return q
+}
+
+// closeAtEnd closes the stores left in the map when the test ends.
+func closeAtEnd(t testing.TB, stores map[int32]*RaftStore) {
 	t.Cleanup(func() {
-		for _, s := range q.stores {
+		for _, s := range stores {
 			s.Close()
 		}
 	})
-	return q
 }
 
 func (q *quorum) start(id int32) *RaftStore {
@@ -79,9 +84,15 @@ func (q *quorum) start(id int32) *RaftStore {
 // leader waits for a leader among the running stores.
 func (q *quorum) leader() int32 {
 	q.t.Helper()
+	return leaderOf(q.t, q.stores)
+}
+
+// leaderOf waits for a leader among stores and returns its node id.
+func leaderOf(t testing.TB, stores map[int32]*RaftStore) int32 {
+	t.Helper()
 	var l int32 = -1
-	testutil.WaitFor(q.t, 10*time.Second, testutil.Holds("a leader", func() bool {
-		for id, s := range q.stores {
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("a leader", func() bool {
+		for id, s := range stores {
 			if s.IsLeader() {
 				l = id
 				return true

@@ -31,6 +31,9 @@ type imageSnapshot struct {
 	// Security is the image's ACLs, SCRAM credentials and client quotas; absent when there
 	// are none.
 	Security *Security `json:"security,omitempty"`
+	// Quorum is what membership changes recorded of the quorum's members; absent in
+	// snapshots written before it was kept.
+	Quorum map[int32]QuorumMember `json:"quorum,omitempty"`
 }
 
 // Snapshot serialises the current image.
@@ -41,7 +44,7 @@ func (sm *stateMachine) Snapshot() ([]byte, error) {
 	snap := imageSnapshot{Applied: s.applied, Offset: im.Offset, ClusterID: im.ClusterID, NextProducerID: im.NextProducerID,
 		Features: im.Features, FeaturesEpoch: im.FeaturesEpoch, BrokerConfigs: im.BrokerConfigs, Security: im.Security,
 		ClientMetrics: im.ClientMetrics, ClientMetricsEpoch: im.ClientMetricsEpoch, GroupConfigs: im.GroupConfigs,
-		UnregisteredEpochs: im.UnregisteredEpochs}
+		UnregisteredEpochs: im.UnregisteredEpochs, Quorum: im.Quorum}
 	s.mu.Unlock()
 	for _, b := range im.Brokers {
 		snap.Brokers = append(snap.Brokers, b)
@@ -69,6 +72,7 @@ func (sm *stateMachine) Restore(data []byte) error {
 	im.Features, im.FeaturesEpoch = snap.Features, snap.FeaturesEpoch
 	im.ClientMetrics, im.ClientMetricsEpoch = snap.ClientMetrics, snap.ClientMetricsEpoch
 	im.GroupConfigs, im.UnregisteredEpochs = snap.GroupConfigs, snap.UnregisteredEpochs
+	im.Quorum = snap.Quorum
 	for _, b := range snap.Brokers {
 		im.Brokers[b.NodeID] = b
 	}
@@ -81,6 +85,7 @@ func (sm *stateMachine) Restore(data []byte) error {
 	}
 	s.publish(im)
 	s.setApplied(snap.Applied)
+	s.learnMemberAddrs(im)
 	s.restores.Add(1)
 	s.logger.Info("metadata image restored from a snapshot", "applied", snap.Applied, "topics", len(im.Topics))
 	return nil

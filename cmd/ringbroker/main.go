@@ -3,10 +3,16 @@
 //
 //	ringbroker [--config server.properties] [--override key=value ...] [--io auto|uring|netpoll]
 //	ringbroker format --cluster-id ID --config server.properties [--override key=value ...]
+//	    [--standalone | --no-initial-controllers | --initial-controllers id@host:port:dirid,...]
 //	ringbroker random-uuid
 //
 // format is the storage format step of a cluster node, as kafka-storage format: it writes
-// meta.properties with the cluster id into the first log dir. A single node formats itself.
+// meta.properties with the cluster id into the first log dir. A single node formats itself. A
+// controller of a dynamic quorum (controller.quorum.bootstrap.servers without
+// controller.quorum.voters) takes one of the three quorum options, as in Kafka: --standalone
+// makes it the quorum's only voter, --initial-controllers founds the quorum with the listed
+// voters, and --no-initial-controllers makes it an observer until kafka-metadata-quorum
+// add-controller adds it.
 // random-uuid prints a new cluster id, as kafka-storage random-uuid does.
 package main
 
@@ -127,6 +133,10 @@ func format(args []string) error {
 	fs := flag.NewFlagSet("ringbroker format", flag.ContinueOnError)
 	configPath := fs.String("config", "", "server.properties file (Kafka key names)")
 	clusterID := fs.String("cluster-id", "", "cluster id (22 characters of base64, as kafka-storage random-uuid prints)")
+	var qf broker.QuorumFormat
+	fs.BoolVar(&qf.Standalone, "standalone", false, "dynamic quorum: make this controller its only voter")
+	fs.BoolVar(&qf.NoInitialControllers, "no-initial-controllers", false, "dynamic quorum: this controller joins as an observer, to be added with add-controller")
+	fs.StringVar(&qf.InitialControllers, "initial-controllers", "", "dynamic quorum: the founding voters, id@host:port:directoryid,...")
 	var ovs overrides
 	fs.Var(&ovs, "override", "key=value config override (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -139,7 +149,7 @@ func format(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := broker.FormatStorage(cfg, *clusterID); err != nil {
+	if err := broker.Format(cfg, *clusterID, qf); err != nil {
 		return fmt.Errorf("format: %w", err)
 	}
 	fmt.Printf("Formatted %s with cluster.id %s and node.id %d\n", cfg.LogDirs[0], *clusterID, cfg.NodeID)
