@@ -9,7 +9,7 @@ KAFKA_VERSION := 4.1.1
 KAFKA_LIBS    := .cache/kafka/libs
 KAFKA_STAMP   := $(KAFKA_LIBS)/.fetched-$(KAFKA_VERSION)
 # Per-target time for fuzz-short; BENCHTIME for bench.
-FUZZTIME      ?= 5s
+FUZZTIME      ?= 3s
 BENCHTIME     ?= 1s
 # Which broker the e2e suite runs against: ringbroker (both I/O backends) or kafka.
 E2E_BROKER    ?= ringbroker
