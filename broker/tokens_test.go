@@ -6,6 +6,7 @@ import (
 	"crypto/sha512"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -117,6 +118,20 @@ func TestDelegationTokens(t *testing.T) {
 		b := tokenBroker(t, io, "100")
 		admin, alice, bob := userClient(t, b, "admin"), userClient(t, b, "alice"), userClient(t, b, "bob")
 
+		versions, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[int16][2]int16{38: {1, 3}, 39: {1, 2}, 40: {1, 2}, 41: {1, 3}}
+		for _, k := range versions.ApiKeys {
+			if w, ok := want[k.ApiKey]; ok && (k.MinVersion == w[0] && k.MaxVersion == w[1]) {
+				delete(want, k.ApiKey)
+			}
+		}
+		if len(want) != 0 {
+			t.Fatalf("ApiVersions lacks %v (key: min, max), Kafka 4.1.1's token APIs", want)
+		}
+
 		// Not on PLAINTEXT.
 		plaintext := newClient(t, b)
 		wantCode(t, "create over PLAINTEXT", createToken(t, ctx, plaintext, "").ErrorCode, kerr.DelegationTokenRequestNotAllowed)
@@ -170,6 +185,23 @@ func TestDelegationTokens(t *testing.T) {
 				t.Fatalf("%s describes %v; want %v", c.name, got, c.want)
 			}
 		}
+		// Others' tokens: DESCRIBE_TOKENS on the owner, or DESCRIBE on the token.
+		createACLs(t, ctx, admin, allowACL(kmsg.ACLResourceTypeUser, "User:bob", "alice", kmsg.ACLOperationDescribeTokens))
+		if got := describedTokens(t, ctx, alice); !slices.Equal(got, both) {
+			t.Fatalf("alice with DESCRIBE_TOKENS on bob describes %v; want %v", got, both)
+		}
+		carol := createToken(t, ctx, admin, "carol")
+		wantCode(t, "admin creates for carol", carol.ErrorCode, nil)
+		createACLs(t, ctx, admin, allowACL(kmsg.ACLResourceTypeDelegationToken, carol.TokenID, "bob", kmsg.ACLOperationDescribe))
+		if got := describedTokens(t, ctx, bob, "carol"); !slices.Equal(got, []string{carol.TokenID}) {
+			t.Fatalf("bob with DESCRIBE on carol's token describes %v; want %v", got, carol.TokenID)
+		}
+		if got := describedTokens(t, ctx, alice, "carol"); len(got) != 0 {
+			t.Fatalf("alice describes carol's tokens %v; want none", got)
+		}
+		if code, _ := renewToken(t, ctx, admin, carol.HMAC, -1, true); code != kerr.DelegationTokenOwnerMismatch.Code {
+			t.Fatalf("admin, not carol, expires carol's token: %v; want DELEGATION_TOKEN_OWNER_MISMATCH", kerr.ErrorForCode(code))
+		}
 
 		// A token client runs as the owner: alice may write to her topic, bob's token may not.
 		createACLs(t, ctx, admin, allowACL(kmsg.ACLResourceTypeTopic, "alices", "alice", kmsg.ACLOperationAll))
@@ -215,8 +247,8 @@ func TestDelegationTokens(t *testing.T) {
 			t.Fatalf("bob expires his token now: %v", kerr.ErrorForCode(code))
 		}
 		testutil.WaitFor(t, 10*time.Second, func() error {
-			if ids := describedTokens(t, ctx, admin); len(ids) != 0 {
-				return errors.New("the expiry check has not removed bob's token: " + ids[0])
+			if ids := describedTokens(t, ctx, admin); !slices.Equal(ids, []string{carol.TokenID}) {
+				return fmt.Errorf("tokens %v after the expiry check; want bob's removed, carol's %s left", ids, carol.TokenID)
 			}
 			return nil
 		})

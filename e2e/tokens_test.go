@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,8 @@ var tokenRow = regexp.MustCompile(`(?m)^(\S+)\s+(\S+)\s+(User:\S+)\s+(User:\S+)\
 // over SASL_PLAINTEXT with SCRAM-SHA-512: --create a token of the SCRAM user renewed by
 // alice, --describe it by owner, --renew it for an hour; a franz-go client authenticating
 // with the token (SCRAM with tokenauth) produces and may not create tokens itself; after
-// --expire at once, the token authenticates no more.
+// --expire at once, the token authenticates no more. ApiVersions lists the token APIs at
+// Kafka 4.1.1's versions.
 func TestDelegationTokenCommand(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, tg target) {
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -70,6 +72,20 @@ func TestDelegationTokenCommand(t *testing.T) {
 		}
 		if exp := described.TokenDetails[0].ExpiryTimestamp; exp < before+3600_000 || exp > time.Now().UnixMilli()+3600_000 {
 			t.Fatalf("token expires at %d after --renew for an hour; want %d..%d", exp, before+3600_000, time.Now().UnixMilli()+3600_000)
+		}
+
+		// The token APIs at Kafka 4.1.1's versions.
+		versions, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, owner)
+		if err != nil {
+			t.Fatalf("ApiVersions: %v", err)
+		}
+		for _, want := range []kmsg.ApiVersionsResponseApiKey{{ApiKey: 38, MinVersion: 1, MaxVersion: 3},
+			{ApiKey: 39, MinVersion: 1, MaxVersion: 2}, {ApiKey: 40, MinVersion: 1, MaxVersion: 2}, {ApiKey: 41, MinVersion: 1, MaxVersion: 3}} {
+			if !slices.ContainsFunc(versions.ApiKeys, func(k kmsg.ApiVersionsResponseApiKey) bool {
+				return k.ApiKey == want.ApiKey && k.MinVersion == want.MinVersion && k.MaxVersion == want.MaxVersion
+			}) {
+				t.Fatalf("ApiVersions does not list %s at versions %d-%d", kmsg.NameForKey(want.ApiKey), want.MinVersion, want.MaxVersion)
+			}
 		}
 
 		const topic = "by-token"
