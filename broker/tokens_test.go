@@ -314,3 +314,36 @@ func TestTokenCredential(t *testing.T) {
 		t.Fatalf("expiry check at %d removes %+v; want expired and maxed", now, recs)
 	}
 }
+
+// TestDelegationTokenSession: with connections.max.reauth.ms, a session authenticated with a
+// token ends when the token expires (KIP-368), and the client's re-authentication with the
+// expired token fails.
+func TestDelegationTokenSession(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := authzBroker(t, "netpoll", "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512", "delegation.token.secret.key="+tokenSecret,
+		"connections.max.reauth.ms=60000", "allow.everyone.if.no.acl.found=true", "auto.create.topics.enable=true")
+	alice := userClient(t, b, "alice")
+	tok := createToken(t, ctx, alice, "")
+	wantCode(t, "create", tok.ErrorCode, nil)
+	code, expiry := renewToken(t, ctx, alice, tok.HMAC, 1500, true)
+	if code != 0 {
+		t.Fatalf("expire in 1.5 s: %v", kerr.ErrorForCode(code))
+	}
+	cl := saslClient(t, b, tokenAuth(tok.TokenID, tok.HMAC), kgo.AllowAutoTopicCreation())
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "session", Value: []byte("live")}).FirstErr(); err != nil {
+		t.Fatalf("produce while the token lives: %v", err)
+	}
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		err := cl.ProduceSync(ctx, &kgo.Record{Topic: "session", Value: []byte("until expired")}).FirstErr()
+		switch {
+		case err == nil:
+			return errors.New("the token's connection still produces")
+		case !errors.Is(err, kerr.SaslAuthenticationFailed):
+			t.Fatalf("produce as the token expires: %v; want SASL_AUTHENTICATION_FAILED", err)
+		case time.Now().UnixMilli() < expiry:
+			t.Fatalf("the token's session ended before the token expired at %d", expiry)
+		}
+		return nil
+	})
+}
