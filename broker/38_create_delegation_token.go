@@ -17,8 +17,6 @@ package broker
 // and the token requester (KIP-373).
 
 import (
-	"fmt"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -33,17 +31,14 @@ func handleCreateDelegationToken(b *Broker, rc *reqCtx, r kmsg.Request) {
 	resp := kmsg.NewPtrCreateDelegationTokenResponse()
 	requester := rc.cs.auth.who()
 	owner := requester
-	if req.OwnerPrincipalName != nil && *req.OwnerPrincipalName != "" {
-		typ := ""
+	resp.PrincipalType, resp.PrincipalName = splitPrincipal(requester)
+	if name := req.OwnerPrincipalName; name != nil && *name != "" {
+		resp.PrincipalType, resp.PrincipalName = "", *name
 		if req.OwnerPrincipalType != nil {
-			typ = *req.OwnerPrincipalType
+			resp.PrincipalType = *req.OwnerPrincipalType
 		}
-		owner = typ + ":" + *req.OwnerPrincipalName
-		if typ == "" {
-			owner = ""
-		}
+		owner = resp.PrincipalType + ":" + *name
 	}
-	resp.PrincipalType, resp.PrincipalName = splitPrincipal(owner)
 	resp.TokenRequesterPrincipalType, resp.TokenRequesterPrincipalName = splitPrincipal(requester)
 	resp.IssueTimestamp, resp.ExpiryTimestamp, resp.MaxTimestamp, resp.HMAC = -1, -1, -1, []byte{}
 	fail := func(code *kerr.Error) {
@@ -62,7 +57,7 @@ func handleCreateDelegationToken(b *Broker, rc *reqCtx, r kmsg.Request) {
 		fail(kerr.DelegationTokenAuthDisabled)
 		return
 	}
-	if owner == "" {
+	if resp.PrincipalType == "" {
 		fail(kerr.InvalidPrincipalType)
 		return
 	}
@@ -82,9 +77,8 @@ func handleCreateDelegationToken(b *Broker, rc *reqCtx, r kmsg.Request) {
 	t := meta.DelegationToken{TokenID: meta.NewUUID().String(), Owner: owner, Requester: requester, Renewers: renewers,
 		IssueMs: now, MaxMs: now + lifetime}
 	t.ExpiryMs = min(t.MaxMs, now+b.cfg.Security.TokenExpiryTime.Milliseconds())
-	if _, err := b.meta.Commit([]meta.Record{{Type: meta.TypeDelegationToken, Token: &t}}); err != nil {
-		b.logger.Warn("commit a delegation token", "owner", owner, "err", fmt.Errorf("token %s: %w", t.TokenID, err))
-		fail(kerr.UnknownServerError)
+	if code := b.commitTokenChange(meta.Record{Type: meta.TypeDelegationToken, Token: &t}); code != nil {
+		fail(code)
 		return
 	}
 	b.logger.Info("delegation token created", "token", t.TokenID, "owner", owner, "requester", requester)

@@ -235,11 +235,15 @@ func (b *Broker) tokenToChange(rc *reqCtx, mac []byte) (meta.DelegationToken, in
 	return t, now, nil
 }
 
-// commitTokenChange commits rec, a token renewed, given a new expiry or removed, logging a
-// failure and answering it with UNKNOWN_SERVER_ERROR.
+// commitTokenChange commits rec, a token created, renewed, given a new expiry or removed,
+// logging a failure and answering it with UNKNOWN_SERVER_ERROR.
 func (b *Broker) commitTokenChange(rec meta.Record) *kerr.Error {
 	if _, err := b.meta.Commit([]meta.Record{rec}); err != nil {
-		b.logger.Warn("commit a delegation token change", "type", rec.Type, "err", err)
+		id := rec.TokenID
+		if rec.Token != nil {
+			id = rec.Token.TokenID
+		}
+		b.logger.Warn("commit a delegation token change", "type", rec.Type, "token", id, "err", err)
 		return kerr.UnknownServerError
 	}
 	return nil

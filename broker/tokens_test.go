@@ -165,6 +165,11 @@ func TestDelegationTokens(t *testing.T) {
 		if resp, err := bad.RequestWith(ctx, alice); err != nil || resp.ErrorCode != kerr.InvalidPrincipalType.Code {
 			t.Fatalf("renewer of type Group: %v, %+v; want INVALID_PRINCIPAL_TYPE", err, resp)
 		}
+		bad = kmsg.NewPtrCreateDelegationTokenRequest()
+		bad.OwnerPrincipalName = kmsg.StringPtr("bob")
+		if resp, err := bad.RequestWith(ctx, admin); err != nil || resp.ErrorCode != kerr.InvalidPrincipalType.Code || resp.PrincipalName != "bob" {
+			t.Fatalf("owner without a principal type: %v, %+v; want INVALID_PRINCIPAL_TYPE", err, resp)
+		}
 
 		// Who sees what: owners and renewers their tokens, a super user all, owners filter.
 		both := []string{aliceToken.TokenID, bobToken.TokenID}
