@@ -352,3 +352,58 @@ func TestDelegationTokenSession(t *testing.T) {
 		return nil
 	})
 }
+
+// TestDelegationTokensCluster: on a 3-node cluster a token created through node 1 is renewed
+// through node 3 at once (which catches up with the controller to find it), authenticates on
+// every node, and once expired through node 2 authenticates on none.
+func TestDelegationTokensCluster(t *testing.T) {
+	bs := startInProcessCluster(t, 3, fastReplication, func(c *Config) {
+		for _, o := range []string{
+			"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+			"sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512",
+			"listener.name.sasl_plaintext.plain.sasl.jaas.config=" + authzJAAS,
+			"delegation.token.secret.key=" + tokenSecret,
+		} {
+			if err := c.Override(o); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	waitUnfenced(t, bs)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	alice := make([]*kgo.Client, len(bs))
+	for i, b := range bs {
+		alice[i] = userClient(t, b, "alice")
+	}
+	created, ok := brokerRequest(t, ctx, alice[0], bs[0], kmsg.NewPtrCreateDelegationTokenRequest()).(*kmsg.CreateDelegationTokenResponse)
+	if !ok || created.ErrorCode != 0 {
+		t.Fatalf("create through node 1: %+v", created)
+	}
+	renew := kmsg.NewPtrRenewDelegationTokenRequest()
+	renew.HMAC, renew.RenewTimeMillis = created.HMAC, 60_000
+	renewed, ok := brokerRequest(t, ctx, alice[2], bs[2], renew).(*kmsg.RenewDelegationTokenResponse)
+	if !ok || renewed.ErrorCode != 0 {
+		t.Fatalf("renew through node 3 right after the create: %+v", renewed)
+	}
+	ping := func(b *Broker) error {
+		_, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, saslClient(t, b, tokenAuth(created.TokenID, created.HMAC)))
+		return err
+	}
+	for _, b := range bs {
+		testutil.WaitFor(t, 10*time.Second, func() error { return ping(b) })
+	}
+	expire := kmsg.NewPtrExpireDelegationTokenRequest()
+	expire.HMAC, expire.ExpiryPeriodMillis = created.HMAC, -1
+	if expired, ok := brokerRequest(t, ctx, alice[1], bs[1], expire).(*kmsg.ExpireDelegationTokenResponse); !ok || expired.ErrorCode != 0 {
+		t.Fatalf("expire through node 2: %+v", expired)
+	}
+	for _, b := range bs {
+		testutil.WaitFor(t, 10*time.Second, func() error {
+			if err := ping(b); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+				return fmt.Errorf("node %d: authenticating with the expired token: %v; want SASL_AUTHENTICATION_FAILED", b.cfg.NodeID, err)
+			}
+			return nil
+		})
+	}
+}
