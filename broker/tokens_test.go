@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha512"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 
 	"ringbroker/auth/sasl"
 	"ringbroker/broker/meta"
+	"ringbroker/internal/testcerts"
 	"ringbroker/internal/testutil"
 )
 
@@ -406,4 +408,34 @@ func TestDelegationTokensCluster(t *testing.T) {
 			return nil
 		})
 	}
+}
+
+// TestDelegationTokensOverSSL: on an SSL listener a client with a certificate may create a
+// token, owned by its certificate's principal; one without (User:ANONYMOUS) may not, as Kafka
+// refuses token requests on 1-way SSL.
+func TestDelegationTokensOverSSL(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ca := testcerts.NewCA(t, t.TempDir())
+	server, bob := ca.Server(t, "broker"), ca.Client(t, "bob")
+	b := startBroker(t, "netpoll", t.TempDir(),
+		"listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+		"ssl.keystore.type=PEM", "ssl.keystore.location="+server.KeystoreFile,
+		"ssl.truststore.type=PEM", "ssl.truststore.location="+ca.CertFile,
+		"listener.name.ssl.ssl.client.auth=requested",
+		"delegation.token.secret.key="+tokenSecret)
+	client := func(certs ...tls.Certificate) *kgo.Client {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(b.ListenerAddr("SSL").String()), kgo.RequestRetries(0),
+			kgo.DialTLSConfig(&tls.Config{RootCAs: ca.Pool(), ServerName: "localhost", Certificates: certs}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return cl
+	}
+	created := createToken(t, ctx, client(bob.TLS), "")
+	if created.ErrorCode != 0 || created.PrincipalName != "CN=bob,O=ringbroker" {
+		t.Fatalf("create with a client certificate: %v, owner %q; want the certificate's principal", kerr.ErrorForCode(created.ErrorCode), created.PrincipalName)
+	}
+	wantCode(t, "create without a client certificate", createToken(t, ctx, client(), "").ErrorCode, kerr.DelegationTokenRequestNotAllowed)
 }
