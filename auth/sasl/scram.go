@@ -111,8 +111,9 @@ func (s *ScramServer) Mechanism() string { return s.mechanism }
 // owner for a delegation token.
 func (s *ScramServer) Principal() string { return s.principal }
 
-// TokenAuthenticated reports whether the exchange authenticated with a delegation token.
-func (s *ScramServer) TokenAuthenticated() bool { return s.token != nil }
+// TokenAuthenticated reports whether the exchange is done and authenticated with a
+// delegation token.
+func (s *ScramServer) TokenAuthenticated() bool { return s.token != nil && s.principal != "" }
 
 // TokenExpiry is when the delegation token the exchange authenticated with expires; zero for
 // a user's password.
