@@ -24,7 +24,8 @@ var tokenRow = regexp.MustCompile(`(?m)^(\S+)\s+(\S+)\s+(User:\S+)\s+(User:\S+)\
 // TestDelegationTokenCommand runs Kafka's kafka-delegation-tokens (DelegationTokenCommand)
 // over SASL_PLAINTEXT with SCRAM-SHA-512: --create a token of the SCRAM user renewed by
 // alice, --describe it by owner, --renew it for an hour; a franz-go client authenticating
-// with the token (SCRAM with tokenauth) produces and may not create tokens itself; after
+// with the token (SCRAM-SHA-512 with tokenauth) and the Java console producer (SCRAM-SHA-256,
+// tokenauth="true") produce, and the token's connection may not create tokens itself; after
 // --expire at once, the token authenticates no more. ApiVersions lists the token APIs at
 // Kafka 4.1.1's versions.
 func TestDelegationTokenCommand(t *testing.T) {
@@ -97,6 +98,16 @@ func TestDelegationTokenCommand(t *testing.T) {
 		viaToken := franz(t, s.saslPlaintext, auth, kgo.RequiredAcks(kgo.AllISRAcks()))
 		if err := viaToken.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("authenticated by a token")}).FirstErr(); err != nil {
 			t.Fatalf("produce with the token: %v", err)
+		}
+		// The Java client's token login, as Kafka's documentation gives it.
+		javaToken := javaProps(t, "token-client",
+			"security.protocol=SASL_PLAINTEXT",
+			"sasl.mechanism=SCRAM-SHA-256",
+			`sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="`+id+`" password="`+hmac+`" tokenauth="true";`)
+		runJavaStdin(t, []byte("java, authenticated by a token\n"), "org.apache.kafka.tools.ConsoleProducer",
+			"--bootstrap-server", s.saslPlaintext, "--producer.config", javaToken, "--topic", topic)
+		if got := s.EndOffsets(t, topic)[0]; got != 2 {
+			t.Fatalf("%s ends at %d after franz-go's and the Java console producer's records; want 2", topic, got)
 		}
 		create := kmsg.NewPtrCreateDelegationTokenRequest()
 		create.MaxLifetimeMillis = -1
