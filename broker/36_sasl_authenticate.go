@@ -12,8 +12,8 @@ package broker
 // ILLEGAL_SASL_STATE and the connection stays open, both as Kafka.
 //
 // Version notes: v1 adds session_lifetime_ms: with connections.max.reauth.ms set, the client
-// must re-authenticate within it (an expired session is closed at its next request). v2 is
-// flexible.
+// must re-authenticate within it, or before its OAuth or delegation token expires if that is
+// sooner (an expired session is closed at its next request). v2 is flexible.
 
 import (
 	"errors"
@@ -73,15 +73,20 @@ func (a *connAuth) complete(b *Broker, rc *reqCtx, resp *kmsg.SASLAuthenticateRe
 	}
 	a.expires = time.Time{}
 	if life := b.cfg.Security.MaxReauth; life > 0 && rc.hdr.APIVersion >= 1 {
-		// A session lasts connections.max.reauth.ms, or until its OAuth token expires if that
-		// is sooner, as Kafka's SaslServerAuthenticator.
+		// A session lasts connections.max.reauth.ms, or until its OAuth or delegation token
+		// expires if that is sooner, as Kafka's SaslServerAuthenticator.
 		now := time.Now()
 		if ob, ok := a.exchange.(*sasl.OAuthBearerServer); ok && ob.Token() != nil && !ob.Token().Expiry.IsZero() {
 			life = min(life, max(ob.Token().Expiry.Sub(now), time.Millisecond))
 		}
+		if sc, ok := a.exchange.(*sasl.ScramServer); ok && sc.TokenAuthenticated() {
+			life = min(life, max(sc.TokenExpiry().Sub(now), time.Millisecond))
+		}
 		resp.SessionLifetimeMillis = life.Milliseconds()
 		a.expires = now.Add(life)
 	}
+	sc, isScram := a.exchange.(*sasl.ScramServer)
+	a.byToken = isScram && sc.TokenAuthenticated()
 	a.principal, a.authMech, a.stage, a.reauth, a.exchange = principal, a.mech, saslDone, false, nil
 	a.open.Store(a.expires.IsZero())
 	rc.cs.frames.SetMaxFrameBytes(int32(b.cfg.SocketRequestMax))

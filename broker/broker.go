@@ -180,7 +180,7 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 	for _, key := range cfg.NotActedOn() {
 		logger.Warn("config sets a Kafka key ringbroker does not act on; it is kept for DescribeConfigs only", "key", key)
 	}
-	scram := &scramFromImage{}
+	scram := newScramFromImage(&cfg)
 	listeners, err := cfg.listenerSecurity(scram)
 	if err != nil {
 		return nil, err

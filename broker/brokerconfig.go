@@ -447,7 +447,7 @@ func ignoredDef(name string, kind configKind) brokerConfigDef {
 // brokerConfigDefs is every broker config key ringbroker takes, with Kafka's type and, where
 // the key is Kafka's, Kafka's meaning. Set refuses any other key. DescribeConfigs for a broker
 // lists them (but synonyms and ignored keys), and the README's table is generated from them.
-var brokerConfigDefs = slices.Concat(coreConfigDefs, securityConfigDefs, oauthConfigDefs, quotaConfigDefs)
+var brokerConfigDefs = slices.Concat(coreConfigDefs, securityConfigDefs, oauthConfigDefs, tokenConfigDefs, quotaConfigDefs)
 
 // coreConfigDefs are the keys of everything but security (securityconfig.go).
 var coreConfigDefs = []brokerConfigDef{

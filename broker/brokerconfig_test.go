@@ -41,7 +41,8 @@ func TestDefaultConfig(t *testing.T) {
 			SaslMaxReceive: 512 << 10, FailedAuthDelay: 100 * time.Millisecond, AuthTimeout: 10 * time.Second, SSLKeystoreType: "JKS", SSLTruststoreType: "JKS",
 			SSLClientAuth: "none", SSLEnabledProtocols: []string{"TLSv1.2", "TLSv1.3"}, SSLProtocol: "TLSv1.3",
 			SSLPrincipalMappingRules: "DEFAULT", SSLEndpointIdentification: "https",
-			OAuthSubClaim: "sub", OAuthScopeClaim: "scope", OAuthClockSkew: 30 * time.Second, OAuthJWKSRefresh: time.Hour},
+			OAuthSubClaim: "sub", OAuthScopeClaim: "scope", OAuthClockSkew: 30 * time.Second, OAuthJWKSRefresh: time.Hour,
+			TokenMaxLifetime: 7 * 24 * time.Hour, TokenExpiryTime: 24 * time.Hour, TokenCheckInterval: time.Hour},
 		Quotas: QuotaConfig{Windows: 11, WindowSize: time.Second, MaxConnections: 1<<31 - 1, MaxConnectionsPerIP: 1<<31 - 1, MaxCreationRate: 1<<31 - 1},
 	}
 	got := DefaultConfig()

@@ -46,6 +46,9 @@ type connAuth struct {
 	// authMech is the mechanism the connection authenticated with; a re-authentication must
 	// use it again and end with the same principal (KIP-368).
 	authMech string
+	// byToken: the connection authenticated with a delegation token, so it may not use the
+	// delegation token APIs (KIP-48).
+	byToken bool
 	// expires is when the authenticated session ends (KIP-368); zero: never.
 	expires time.Time
 	// reauth: an authenticated connection is authenticating again; its other requests are

@@ -25,8 +25,9 @@ func sortedBrokers(im *meta.Image) []meta.Broker {
 // fences and unfences brokers.
 func (b *Broker) controllerLoop() {
 	defer b.bg.Done()
-	b.bg.Add(1)
+	b.bg.Add(2)
 	go b.leaderBalanceLoop()
+	go b.tokenExpiryLoop()
 	hb := time.NewTicker(b.cfg.BrokerHeartbeatInterval)
 	defer hb.Stop()
 	check := time.NewTicker(b.cfg.BrokerHeartbeatInterval / 2)
@@ -66,6 +67,23 @@ func (b *Broker) controllerLoop() {
 			b.logger.Info("broker refuses connections: fencing it now", "node", res.NodeID)
 			c.refused[res.NodeID] = res.Heartbeat
 			b.controllerCheck(c, time.Now())
+		}
+	}
+}
+
+// everyWhileActive runs fn every interval while this node is the active controller, until
+// the broker stops.
+func (b *Broker) everyWhileActive(interval time.Duration, fn func()) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-tick.C:
+			if b.meta.IsLeader() {
+				fn()
+			}
 		}
 	}
 }

@@ -10,7 +10,6 @@ package broker
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -218,18 +217,7 @@ func (b *Broker) leaderBalanceLoop() {
 	if !b.cfg.AutoLeaderRebalance || !b.cfg.hasRole("controller") {
 		return
 	}
-	tick := time.NewTicker(b.cfg.LeaderImbalanceCheckInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-b.stop:
-			return
-		case <-tick.C:
-			if b.meta.IsLeader() {
-				b.balanceLeaders()
-			}
-		}
-	}
+	b.everyWhileActive(b.cfg.LeaderImbalanceCheckInterval, b.balanceLeaders)
 }
 
 // balanceLeaders commits the automatic rebalance's preferred elections, in commits of at most

@@ -4,8 +4,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"strings"
-
-	"ringbroker/auth/sasl"
 )
 
 // listenerSec is how one listener's connections are secured: its security protocol, the TLS
@@ -27,7 +25,7 @@ func (l *listenerSec) authenticates() bool { return l != nil && l.sasl != nil }
 
 // listenerSecurity builds the security of every listener of the config; SCRAM credentials
 // come from scram.
-func (c *Config) listenerSecurity(scram sasl.ScramCredentials) (map[string]*listenerSec, error) {
+func (c *Config) listenerSecurity(scram *scramFromImage) (map[string]*listenerSec, error) {
 	out := map[string]*listenerSec{}
 	for _, l := range c.Listeners {
 		proto, err := c.listenerProtocol(l.Name)

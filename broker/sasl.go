@@ -51,8 +51,8 @@ var oauthConfigDefs = []brokerConfigDef{
 
 // saslListener builds the SASL settings of listener from sasl.enabled.mechanisms and, per
 // mechanism, the listener's listener.name.<listener>.<mechanism>.sasl.jaas.config; SCRAM
-// credentials come from scram.
-func (c *Config) saslListener(listener string, scram sasl.ScramCredentials) (*saslListener, error) {
+// credentials, and those of delegation tokens when they are enabled, come from scram.
+func (c *Config) saslListener(listener string, scram *scramFromImage) (*saslListener, error) {
 	mechs := splitList(c.listenerValue(listener, "sasl.enabled.mechanisms"))
 	if len(mechs) == 0 {
 		return nil, fmt.Errorf("listener %s: sasl.enabled.mechanisms is empty", listener)
@@ -75,6 +75,9 @@ func (c *Config) saslListener(listener string, scram sasl.ScramCredentials) (*sa
 			opts.PlainUsers = users
 		case sasl.MechanismScramSHA256, sasl.MechanismScramSHA512:
 			opts.ScramCredentials = scram
+			if scram.tokens != nil {
+				opts.TokenCredentials = scram
+			}
 		case sasl.MechanismOAuthBearer:
 			v, fetcher, err := c.oauthValidator(listener, jaas)
 			if err != nil {
@@ -158,18 +161,36 @@ func (b *Broker) startJWKSFetchers() {
 	}
 }
 
-// scramFromImage looks SCRAM credentials up in the current metadata image.
+// scramFromImage looks SCRAM credentials, and the credentials of delegation tokens, up in the
+// current metadata image.
 type scramFromImage struct {
 	image atomic.Pointer[func() *meta.Image]
+	// tokens derives the credentials of delegation tokens; nil when they are disabled.
+	tokens *tokenCreds
+}
+
+// newScramFromImage is the credential lookup of a broker configured by c, without an image
+// until the broker sets it.
+func newScramFromImage(c *Config) *scramFromImage {
+	s := &scramFromImage{}
+	if c.tokensEnabled() {
+		s.tokens = &tokenCreds{secret: c.Security.TokenSecret}
+	}
+	return s
+}
+
+// current is the current metadata image, nil before there is one.
+func (s *scramFromImage) current() *meta.Image {
+	f := s.image.Load()
+	if f == nil {
+		return nil
+	}
+	return (*f)()
 }
 
 // ScramCredential implements sasl.ScramCredentials.
 func (s *scramFromImage) ScramCredential(user, mechanism string) (sasl.Credential, bool) {
-	f := s.image.Load()
-	if f == nil {
-		return sasl.Credential{}, false
-	}
-	im := (*f)()
+	im := s.current()
 	if im == nil || im.Security == nil {
 		return sasl.Credential{}, false
 	}

@@ -73,6 +73,13 @@ type SecurityConfig struct {
 	OAuthClockSkew   time.Duration
 	OAuthJWKSRefresh time.Duration
 
+	// The delegation token settings (delegation.token.*, KIP-48): TokenSecret keys the
+	// tokens' HMACs, and tokens are disabled without it.
+	TokenSecret        string
+	TokenMaxLifetime   time.Duration
+	TokenExpiryTime    time.Duration
+	TokenCheckInterval time.Duration
+
 	// ListenerProps holds the listener.name.<listener>.<key> settings by their full key.
 	ListenerProps map[string]string
 }

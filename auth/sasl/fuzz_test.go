@@ -45,12 +45,18 @@ func fuzzScramCreds(t testing.TB) credTable {
 
 func FuzzScramClientFirst(f *testing.F) {
 	for _, s := range []string{"n,,n=alice,r=abc", "n,a=alice,n=alice,r=abc,tokenauth=true", "n,,n=a=2Cb=3D,r=x,ext=1",
-		"y,,n=alice,r=abc", "n,,m=x,n=alice,r=abc", "n,a=bob,n=alice,r=abc", "n,,n=,r=", ""} {
+		"y,,n=alice,r=abc", "n,,m=x,n=alice,r=abc", "n,a=bob,n=alice,r=abc", "n,,n=,r=", "",
+		"n,,n=tok,r=abc,tokenauth=true", "n,a=tok,n=tok,r=abc,tokenauth=TRUE", "n,,n=tok,r=abc,tokenauth=false"} {
 		f.Add([]byte(s))
 	}
 	creds := fuzzScramCreds(f)
+	token := TokenCredential{Credential: mustCred(f, MechanismScramSHA256, "hmac", []byte("salt"), 4096), Owner: "alice"}
+	tokens := tokenFunc(func(id, _ string) (TokenCredential, bool) { return token, id == "tok" })
 	f.Fuzz(func(t *testing.T, msg []byte) {
-		s := newScram(t, MechanismScramSHA256, creds)
+		s, err := NewScramServer(MechanismScramSHA256, ScramConfig{Credentials: creds, Tokens: tokens, UnknownUserKey: []byte("test key")})
+		if err != nil {
+			t.Fatal(err)
+		}
 		reply, done, err := s.Step(msg)
 		checkStep(t, s, done, err)
 		if done {

@@ -11,6 +11,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // ScramCredentials looks up SCRAM credentials; the broker implements it over the credentials of
@@ -21,10 +22,31 @@ type ScramCredentials interface {
 	ScramCredential(user, mechanism string) (Credential, bool)
 }
 
+// TokenCredentials looks delegation tokens (KIP-48) up for SCRAM's tokenauth extension; the
+// broker implements it over the tokens of its metadata.
+type TokenCredentials interface {
+	// TokenCredential returns the SCRAM credential for mechanism of the token tokenID, whose
+	// password is the token's HMAC in base64, and false when there is no such token or it
+	// expired.
+	TokenCredential(tokenID, mechanism string) (TokenCredential, bool)
+}
+
+// TokenCredential is a delegation token's SCRAM credential with whom it authenticates.
+type TokenCredential struct {
+	Credential
+	// Owner is the name of the user the token authenticates as.
+	Owner string
+	// Expiry is when the token expires; a session authenticated with it ends then
+	// (KIP-368).
+	Expiry time.Time
+}
+
 // ScramConfig is what a SCRAM exchange needs besides the mechanism.
 type ScramConfig struct {
 	// Credentials are the users' credentials.
 	Credentials ScramCredentials
+	// Tokens are the delegation tokens; nil refuses token authentication.
+	Tokens TokenCredentials
 	// Rand makes the server nonces; nil is crypto/rand.
 	Rand io.Reader
 	// UnknownUserKey keys the salt invented for a user without a credential, so that it is the
@@ -42,9 +64,10 @@ const scramTokenAuth = "tokenauth"
 // An unknown user differs from Kafka: Kafka fails it at the client-first message, after which a
 // client knows the user does not exist. ScramServer answers it with a server-first message with
 // an invented salt and fails it at the client-final message, with the same generic message as a
-// wrong password, as RFC 5802 section 9 advises. Delegation tokens (the tokenauth=true extension)
-// do not exist in ringbroker, so a client asking for one fails at its first message, as in Kafka
-// when the token is unknown; other extensions are ignored, as in Kafka.
+// wrong password, as RFC 5802 section 9 advises. With the tokenauth=true extension (KIP-48) the
+// user is a delegation token's id and the password its HMAC, and the exchange authenticates the
+// token's owner; an unknown or expired token fails at the first message, as Kafka fails an
+// unknown one. Other extensions are ignored, as in Kafka.
 type ScramServer struct {
 	mechanism string
 	hash      func() hash.Hash
@@ -57,6 +80,9 @@ type ScramServer struct {
 	nonce     string // client nonce + server nonce
 	served    string // the server-first-message sent
 	principal string
+	// token is set when the exchange authenticates a delegation token: its owner is the
+	// principal.
+	token *TokenCredential
 }
 
 // NewScramServer returns the server of one exchange of mechanism, "SCRAM-SHA-256" or
@@ -81,8 +107,22 @@ func NewScramServer(mechanism string, cfg ScramConfig) (*ScramServer, error) {
 // Mechanism returns the mechanism's name.
 func (s *ScramServer) Mechanism() string { return s.mechanism }
 
-// Principal returns the authenticated user once the exchange is done, else "".
+// Principal returns the authenticated user once the exchange is done, else "": the token's
+// owner for a delegation token.
 func (s *ScramServer) Principal() string { return s.principal }
+
+// TokenAuthenticated reports whether the exchange is done and authenticated with a
+// delegation token.
+func (s *ScramServer) TokenAuthenticated() bool { return s.token != nil && s.principal != "" }
+
+// TokenExpiry is when the delegation token the exchange authenticated with expires; zero for
+// a user's password.
+func (s *ScramServer) TokenExpiry() time.Time {
+	if s.token == nil {
+		return time.Time{}
+	}
+	return s.token.Expiry
+}
 
 // Step takes the client-first message, answered with the server-first message, then the
 // client-final message, answered with the server-final message and done. Every failure has
@@ -103,6 +143,7 @@ func (s *ScramServer) Step(msg []byte) ([]byte, bool, error) {
 		reply, err := s.clientFinal(msg)
 		s.cred = Credential{}
 		if err != nil {
+			s.token = nil
 			return nil, false, err
 		}
 		s.state = stateDone
@@ -117,14 +158,28 @@ func (s *ScramServer) clientFirst(msg []byte) ([]byte, error) {
 	if err != nil {
 		return nil, failf(s.mechanism, "%w", err)
 	}
+	var token *TokenCredential
 	if strings.EqualFold(cf.ext[scramTokenAuth], "true") {
-		return nil, failf(s.mechanism, "token authentication failed: no delegation token %q", cf.user)
+		if s.cfg.Tokens == nil {
+			return nil, failf(s.mechanism, "token authentication failed: delegation tokens are disabled (no delegation.token.secret.key)")
+		}
+		tc, ok := s.cfg.Tokens.TokenCredential(cf.user, s.mechanism)
+		if !ok {
+			return nil, failf(s.mechanism, "token authentication failed: no unexpired delegation token %q", cf.user)
+		}
+		token = &tc
 	}
 	if cf.authzid != "" && cf.authzid != cf.user {
 		return nil, failMessage(s.mechanism, "Authentication failed: Client requested an authorization id that is different from username",
 			fmt.Errorf("authorization id %q is not user %q", cf.authzid, cf.user))
 	}
-	cred, known := s.cfg.Credentials.ScramCredential(cf.user, s.mechanism)
+	var cred Credential
+	var known bool
+	if token != nil {
+		cred, known = token.Credential, true
+	} else {
+		cred, known = s.cfg.Credentials.ScramCredential(cf.user, s.mechanism)
+	}
 	if known {
 		size := s.hash().Size()
 		switch {
@@ -144,6 +199,7 @@ func (s *ScramServer) clientFirst(msg []byte) ([]byte, error) {
 	s.first = cf
 	s.cred = cred
 	s.known = known
+	s.token = token
 	s.nonce = cf.nonce + serverNonce
 	s.served = "r=" + s.nonce + ",s=" + base64.StdEncoding.EncodeToString(cred.Salt) + ",i=" + strconv.Itoa(cred.Iterations)
 	return []byte(s.served), nil
@@ -178,6 +234,9 @@ func (s *ScramServer) clientFinal(msg []byte) ([]byte, error) {
 		return nil, failf(s.mechanism, "invalid client credentials of user %q", s.first.user)
 	}
 	s.principal = s.first.user
+	if s.token != nil {
+		s.principal = s.token.Owner
+	}
 	return []byte("v=" + base64.StdEncoding.EncodeToString(hmacSum(s.hash, s.cred.ServerKey, authMessage))), nil
 }
 

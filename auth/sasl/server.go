@@ -27,6 +27,9 @@ type Options struct {
 	PlainUsers PlainUsers
 	// ScramCredentials enables SCRAM-SHA-256 and SCRAM-SHA-512.
 	ScramCredentials ScramCredentials
+	// TokenCredentials enables delegation tokens over SCRAM (the tokenauth extension); nil
+	// refuses them.
+	TokenCredentials TokenCredentials
 	// TokenValidator enables OAUTHBEARER.
 	TokenValidator TokenValidator
 	// Rand is the randomness of SCRAM nonces and of the unknown-user key, read from concurrent
@@ -75,7 +78,7 @@ func (a *Authenticator) NewServer(mechanism string) (Server, error) {
 	case mechanism == MechanismPlain && a.opts.PlainUsers != nil:
 		return NewPlainServer(a.opts.PlainUsers), nil
 	case (mechanism == MechanismScramSHA256 || mechanism == MechanismScramSHA512) && a.opts.ScramCredentials != nil:
-		s, err := NewScramServer(mechanism, ScramConfig{Credentials: a.opts.ScramCredentials, Rand: a.opts.Rand, UnknownUserKey: a.unknownUserKey})
+		s, err := NewScramServer(mechanism, ScramConfig{Credentials: a.opts.ScramCredentials, Tokens: a.opts.TokenCredentials, Rand: a.opts.Rand, UnknownUserKey: a.unknownUserKey})
 		if err != nil {
 			return nil, err
 		}

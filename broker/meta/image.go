@@ -63,6 +63,9 @@ type Image struct {
 	// of each member (see QuorumMember); founding voters of a static quorum are absent. A map
 	// is never modified once published.
 	Quorum map[int32]QuorumMember
+	// DelegationTokens holds the delegation tokens (KIP-48) by id; nil when there are none,
+	// and a map is never modified once published.
+	DelegationTokens map[string]DelegationToken
 }
 
 // Broker is a registered broker.
@@ -226,6 +229,7 @@ func (im *Image) Apply(offset int64, recs []Record) (*Image, error) {
 		ClientMetricsEpoch: im.ClientMetricsEpoch,
 		GroupConfigs:       im.GroupConfigs,
 		Quorum:             im.Quorum,
+		DelegationTokens:   im.DelegationTokens,
 	}
 	for n, t := range im.Topics {
 		next.Topics[n] = t
@@ -352,6 +356,10 @@ func (im *Image) Apply(offset int64, recs []Record) (*Image, error) {
 				return nil, fmt.Errorf("record %d: %w", i, err)
 			}
 			next.Security = sec
+		case TypeDelegationToken, TypeRemoveDelegationToken:
+			if err := next.applyDelegationToken(r); err != nil {
+				return nil, fmt.Errorf("record %d: %w", i, err)
+			}
 		case TypeRemoveTopic:
 			t, ok := next.TopicsByID[r.TopicID]
 			if !ok {

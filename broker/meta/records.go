@@ -119,6 +119,10 @@ type Record struct {
 	QuotaEntity []QuotaEntityPart `json:"quota_entity,omitempty"`
 	QuotaKey    string            `json:"quota_key,omitempty"`
 	QuotaValue  *float64          `json:"quota_value,omitempty"`
+
+	// DelegationToken: the token added or replaced. RemoveDelegationToken: the id removed.
+	Token   *DelegationToken `json:"token,omitempty"`
+	TokenID string           `json:"token_id,omitempty"`
 }
 
 // Endpoint is one advertised listener of a broker.

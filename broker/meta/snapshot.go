@@ -34,6 +34,8 @@ type imageSnapshot struct {
 	// Quorum is what membership changes recorded of the quorum's members; absent in
 	// snapshots written before it was kept.
 	Quorum map[int32]QuorumMember `json:"quorum,omitempty"`
+	// DelegationTokens is the image's delegation tokens; absent when there are none.
+	DelegationTokens map[string]DelegationToken `json:"delegation_tokens,omitempty"`
 }
 
 // Snapshot serialises the current image.
@@ -44,7 +46,7 @@ func (sm *stateMachine) Snapshot() ([]byte, error) {
 	snap := imageSnapshot{Applied: s.applied, Offset: im.Offset, ClusterID: im.ClusterID, NextProducerID: im.NextProducerID,
 		Features: im.Features, FeaturesEpoch: im.FeaturesEpoch, BrokerConfigs: im.BrokerConfigs, Security: im.Security,
 		ClientMetrics: im.ClientMetrics, ClientMetricsEpoch: im.ClientMetricsEpoch, GroupConfigs: im.GroupConfigs,
-		UnregisteredEpochs: im.UnregisteredEpochs, Quorum: im.Quorum}
+		UnregisteredEpochs: im.UnregisteredEpochs, Quorum: im.Quorum, DelegationTokens: im.DelegationTokens}
 	s.mu.Unlock()
 	for _, b := range im.Brokers {
 		snap.Brokers = append(snap.Brokers, b)
@@ -73,6 +75,7 @@ func (sm *stateMachine) Restore(data []byte) error {
 	im.ClientMetrics, im.ClientMetricsEpoch = snap.ClientMetrics, snap.ClientMetricsEpoch
 	im.GroupConfigs, im.UnregisteredEpochs = snap.GroupConfigs, snap.UnregisteredEpochs
 	im.Quorum = snap.Quorum
+	im.DelegationTokens = snap.DelegationTokens
 	for _, b := range snap.Brokers {
 		im.Brokers[b.NodeID] = b
 	}
