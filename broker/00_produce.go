@@ -153,7 +153,7 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 				if code != nil {
 					break
 				}
-				if p.log.GroupCommit() {
+				if p.log().GroupCommit() {
 					waits = append(waits, produceWait{topic: i, partition: j, p: p, upto: upto, fsync: true})
 				}
 				if req.Acks == -1 && p.highWatermark() < upto {
@@ -172,7 +172,7 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 	if req.Acks == 0 {
 		for _, w := range waits {
 			if w.fsync {
-				w.p.log.SyncAsync(w.upto, b.afterSync(w.p))
+				w.p.log().SyncAsync(w.upto, b.afterSync(w.p))
 			}
 		}
 		if anyErr {
@@ -272,7 +272,7 @@ func (b *Broker) respondWhenDone(waits []produceWait, timeout time.Duration, fai
 	for i, w := range waits {
 		if w.fsync {
 			after := b.afterSync(w.p)
-			w.p.log.SyncAsync(w.upto, func(err error) {
+			w.p.log().SyncAsync(w.upto, func(err error) {
 				after(err)
 				switch {
 				case errors.Is(err, rlog.ErrTruncated):
@@ -371,7 +371,7 @@ func (b *Broker) appendToPartition(p *partition, limits *produceLimits, records 
 		return code, msg, 0
 	}
 	p.appendMu.Lock()
-	res, err := p.log.Append(records)
+	res, err := p.log().Append(records)
 	p.appendMu.Unlock()
 	if err != nil {
 		return appendErrorCode(err), err.Error(), 0

@@ -56,18 +56,18 @@ func handleListOffsets(b *Broker, rc *reqCtx, r kmsg.Request) {
 				sp.LeaderEpoch = leaderEpochOf(topic, rp.Partition)
 				switch ts := rp.Timestamp; {
 				case ts == -2 || ts == -4:
-					sp.Offset = p.log.LogStartOffset()
+					sp.Offset = p.log().LogStartOffset()
 				case ts == -1 && req.IsolationLevel == 1:
-					sp.Offset = p.log.LastStableOffset(p.highWatermark())
+					sp.Offset = p.log().LastStableOffset(p.highWatermark())
 				case ts == -1:
 					sp.Offset = p.highWatermark()
 				case ts == -3:
-					if off, t, ok := p.log.MaxTimestampOffset(); ok {
+					if off, t, ok := p.log().MaxTimestampOffset(); ok {
 						sp.Offset, sp.Timestamp = off, t
 					}
 				case ts == -5 || ts == -6:
 				case ts >= 0:
-					off, t, ok := p.log.OffsetForTimestamp(ts)
+					off, t, ok := p.log().OffsetForTimestamp(ts)
 					if ok {
 						sp.Offset, sp.Timestamp = off, t
 					}

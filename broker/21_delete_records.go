@@ -67,8 +67,8 @@ func handleDeleteRecords(b *Broker, rc *reqCtx, r kmsg.Request) {
 					sp.ErrorCode = kerr.OffsetOutOfRange.Code
 					break
 				}
-				before := p.log.LogStartOffset()
-				low, err := p.log.DeleteRecordsBefore(offset)
+				before := p.log().LogStartOffset()
+				low, err := p.log().DeleteRecordsBefore(offset)
 				if err != nil {
 					sp.ErrorCode = deleteRecordsErrorCode(err).Code
 					if !errors.Is(err, rlog.ErrOffsetOutOfRange) && !errors.Is(err, rlog.ErrPolicyViolation) {

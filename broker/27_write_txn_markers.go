@@ -120,7 +120,7 @@ func (b *Broker) writeTxnMarkers(req *kmsg.WriteTxnMarkersRequest, respond func(
 					sp.ErrorCode = code.Code
 					continue
 				}
-				if p.log.GroupCommit() {
+				if p.log().GroupCommit() {
 					waits = append(waits, produceWait{p: p, upto: upto, fsync: true})
 					places = append(places, [3]int{i, j, k})
 				}
@@ -160,7 +160,7 @@ func (b *Broker) appendTxnMarker(p *partition, m *kmsg.WriteTxnMarkersRequestMar
 		return kerr.UnknownServerError, 0
 	}
 	p.appendMu.Lock()
-	res, err := p.log.Append(batch)
+	res, err := p.log().Append(batch)
 	p.appendMu.Unlock()
 	if err != nil {
 		code := appendErrorCode(err)

@@ -102,8 +102,8 @@ func heldReplicas(tbl *partitionTable, topics []kmsg.DescribeLogDirsRequestTopic
 			}
 			rp := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
 			rp.Partition = p.index
-			rp.Size = p.log.Size()
-			rp.OffsetLag = max(p.highWatermark()-p.log.LogEndOffset(), 0)
+			rp.Size = p.log().Size()
+			rp.OffsetLag = max(p.highWatermark()-p.log().LogEndOffset(), 0)
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		if len(rt.Partitions) > 0 {

@@ -538,7 +538,7 @@ func (b *Broker) closeLogs() error {
 				continue
 			}
 			p.wakeWaiters()
-			if err := p.log.Close(); err != nil {
+			if err := p.log().Close(); err != nil {
 				errs = append(errs, fmt.Errorf("close %s-%d: %w", p.topic, p.index, err))
 			}
 		}
@@ -555,7 +555,7 @@ func (b *Broker) writeRecoveryPoints() error {
 		for _, p := range ps {
 			if p != nil {
 				tp := rlog.TopicPartition{Topic: p.topic, Partition: p.index}
-				rps[tp] = p.log.RecoveryPoint()
+				rps[tp] = p.log().RecoveryPoint()
 				hws[tp] = p.highWatermark()
 			}
 		}
@@ -593,7 +593,7 @@ func (b *Broker) backgroundLoop() {
 					if p == nil {
 						continue
 					}
-					if err := p.log.FlushIfDue(); err != nil && !errors.Is(err, rlog.ErrClosed) {
+					if err := p.log().FlushIfDue(); err != nil && !errors.Is(err, rlog.ErrClosed) {
 						b.logger.Error("scheduled flush", "topic", p.topic, "partition", p.index, "err", err)
 					}
 				}

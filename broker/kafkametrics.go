@@ -542,7 +542,7 @@ func writeConsumerLag(pw *promWriter, b *Broker) {
 	for name, ps := range tbl.byName {
 		for _, p := range ps {
 			if p != nil && p.isLeader() {
-				led = append(led, leadPart{name, p.index, p.highWatermark(), p.log.LogStartOffset()})
+				led = append(led, leadPart{name, p.index, p.highWatermark(), p.log().LogStartOffset()})
 			}
 		}
 	}

@@ -37,7 +37,8 @@ type partition struct {
 	topic   string
 	topicID meta.UUID
 	index   int32
-	log     *rlog.Log
+	// lg is the partition's log, read through log(): a pointer that can be replaced.
+	lg atomic.Pointer[rlog.Log]
 	// stats are the topic's BrokerTopicMetrics, which appends and fetches of p count in.
 	stats *topicStats
 
@@ -68,6 +69,9 @@ type partition struct {
 	// them (under partsMu): an image with others applies them to the log on every node.
 	configs map[string]string
 }
+
+// log returns the partition's log as of now.
+func (p *partition) log() *rlog.Log { return p.lg.Load() }
 
 // lookup returns the partition, or nil when this broker does not have it.
 func (t *partitionTable) lookup(topic string, index int32) *partition {
@@ -182,7 +186,7 @@ func (b *Broker) syncPartitions() error {
 			if !maps.Equal(p.configs, t.Configs) {
 				// Altered topic configs reach the logs of every replica, not only those of the
 				// node that took the request.
-				if err := p.log.SetConfig(b.logConfigFor(t)); err != nil && !errors.Is(err, rlog.ErrClosed) {
+				if err := p.log().SetConfig(b.logConfigFor(t)); err != nil && !errors.Is(err, rlog.ErrClosed) {
 					b.logger.Error("apply topic config to open log", "topic", t.Name, "partition", i, "err", err)
 				}
 				b.registerCompaction(p, t)
@@ -226,8 +230,8 @@ func (b *Broker) syncPartitions() error {
 	}
 	for _, p := range dropped {
 		p.wakeWaiters()
-		b.cleaner.Remove(p.log)
-		if err := p.log.Delete(); err != nil {
+		b.cleaner.Remove(p.log())
+		if err := p.log().Delete(); err != nil {
 			b.logger.Warn("delete partition log", "topic", p.topic, "partition", p.index, "err", err)
 		}
 	}
@@ -253,7 +257,8 @@ func (b *Broker) openPartition(logDir string, t *meta.Topic, index int32) (*part
 	if err != nil {
 		return nil, fmt.Errorf("open partition %s-%d: %w", t.Name, index, err)
 	}
-	p := &partition{topic: t.Name, topicID: t.ID, index: index, log: l, configs: t.Configs, stats: b.metrics.topics.of(t.Name)}
+	p := &partition{topic: t.Name, topicID: t.ID, index: index, configs: t.Configs, stats: b.metrics.topics.of(t.Name)}
+	p.lg.Store(l)
 	p.initHW(b.startup.highWatermarks[rlog.TopicPartition{Topic: t.Name, Partition: index}])
 	b.registerCompaction(p, t)
 	return p, nil
@@ -277,7 +282,7 @@ func readPartitionTopicID(dir string) (meta.UUID, bool) {
 // abortedTxns lists the aborted transactions of p overlapping offsets from..upto-1, for a
 // read_committed Fetch response.
 func (p *partition) abortedTxns(from, upto int64) []wire.FetchAbortedTxn {
-	list := p.log.AbortedTransactions(from, upto)
+	list := p.log().AbortedTransactions(from, upto)
 	out := make([]wire.FetchAbortedTxn, len(list))
 	for i, a := range list {
 		out[i] = wire.FetchAbortedTxn{ProducerID: a.ProducerID, FirstOffset: a.FirstOffset}

@@ -38,7 +38,7 @@ func (b *Broker) writeLogStarts() error {
 	for _, ps := range b.parts.Load().byName {
 		for _, p := range ps {
 			if p != nil {
-				starts[rlog.TopicPartition{Topic: p.topic, Partition: p.index}] = p.log.LogStartOffset()
+				starts[rlog.TopicPartition{Topic: p.topic, Partition: p.index}] = p.log().LogStartOffset()
 			}
 		}
 	}
@@ -54,7 +54,7 @@ func (b *Broker) applyRetention() {
 			if p == nil {
 				continue
 			}
-			n, err := p.log.ApplyRetention()
+			n, err := p.log().ApplyRetention()
 			deleted += n
 			if err != nil && !errors.Is(err, rlog.ErrClosed) {
 				b.logger.Error("retention", "topic", p.topic, "partition", p.index, "err", err)
@@ -81,7 +81,7 @@ func (b *Broker) applyTopicLogConfig(topic string) {
 		if p == nil {
 			continue
 		}
-		if err := p.log.SetConfig(cfg); err != nil && !errors.Is(err, rlog.ErrClosed) {
+		if err := p.log().SetConfig(cfg); err != nil && !errors.Is(err, rlog.ErrClosed) {
 			b.logger.Error("apply topic config to open log", "topic", topic, "partition", p.index, "err", err)
 		}
 		b.registerCompaction(p, t)
