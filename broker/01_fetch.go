@@ -30,7 +30,8 @@ package broker
 // replica fetch from a broker that is not one of the partition's replicas is
 // NOT_LEADER_OR_FOLLOWER, as Kafka answers an unknown follower. A follower fetch of a replica
 // listed in leader.replication.throttled.replicas is held to leader.replication.throttled.rate
-// while the follower is out of the ISR: over the rate, the partition returns no records.
+// while the follower is out of the ISR: over the rate, the partition returns no records. A
+// partition whose log dir is offline is KAFKA_STORAGE_ERROR (logdirs.go).
 // Authorization, as Kafka's: a consumer's partitions of a topic it may not READ, and every
 // partition of a follower without CLUSTER_ACTION on the cluster, are TOPIC_AUTHORIZATION_FAILED
 // (after UNKNOWN_TOPIC_ID); they stay in a session like any partition with an error.
@@ -545,6 +546,9 @@ func (a *fetchAttempt) read(topic *meta.Topic, name string, index int32, pf part
 			// As Kafka's leader: a replica fetch from a broker that is not a replica
 			// (one a reassignment removed, say) is not a known follower.
 			fp.ErrorCode = kerr.NotLeaderForPartition.Code
+			p = nil
+		} else if p.offline() {
+			fp.ErrorCode = kerr.KafkaStorageError.Code
 			p = nil
 		}
 	}

@@ -84,7 +84,7 @@ func handleDeleteRecords(b *Broker, rc *reqCtx, r kmsg.Request) {
 		resp.Topics = append(resp.Topics, st)
 	}
 	if moved {
-		if err := b.writeLogStarts(); err != nil {
+		if err := b.writeCheckpoints(); err != nil {
 			b.logger.Error("write log-start-offset checkpoint after DeleteRecords", "err", err)
 		}
 	}

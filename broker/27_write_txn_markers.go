@@ -163,6 +163,7 @@ func (b *Broker) appendTxnMarker(p *partition, m *kmsg.WriteTxnMarkersRequestMar
 	res, err := p.log().Append(batch)
 	p.appendMu.Unlock()
 	if err != nil {
+		b.noteStorageError(p.dir.Load(), err)
 		code := appendErrorCode(err)
 		if code == kerr.KafkaStorageError && !errors.Is(err, rlog.ErrClosed) {
 			b.logger.Error("append transaction marker", "topic", p.topic, "partition", p.index, "producer_id", m.ProducerID, "err", err)

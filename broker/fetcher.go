@@ -375,6 +375,7 @@ func (f *replicaFetcher) apply(p *partition, rp *kmsg.FetchResponseTopicPartitio
 	if len(rp.RecordBatches) > 0 {
 		// A partition whose next batch did not fit the response comes again, first in a later one.
 		if _, err := p.log().AppendAsFollower(rp.RecordBatches); err != nil && !errors.Is(err, rlog.ErrIncompleteBatch) {
+			f.b.noteStorageError(p.dir.Load(), err)
 			return fmt.Errorf("append as follower: %w", err)
 		}
 	}

@@ -43,6 +43,7 @@ func (b *Broker) appendInternal(p *partition, producerID int64, producerEpoch in
 	end = p.log().LogEndOffset()
 	p.appendMu.Unlock()
 	if err != nil {
+		b.noteStorageError(p.dir.Load(), err)
 		return 0, 0, fmt.Errorf("append to %s-%d: %w: %w", p.topic, p.index, appendErrorCode(err), err)
 	}
 	p.afterLeaderAppend(b.cfg.NodeID)

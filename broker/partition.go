@@ -37,8 +37,10 @@ type partition struct {
 	topic   string
 	topicID meta.UUID
 	index   int32
-	// lg is the partition's log, read through log(): a pointer that can be replaced.
-	lg atomic.Pointer[rlog.Log]
+	// lg is the partition's log, read through log(): a pointer that can be replaced. dir is
+	// the log dir lg lives in.
+	lg  atomic.Pointer[rlog.Log]
+	dir atomic.Pointer[logDir]
 	// stats are the topic's BrokerTopicMetrics, which appends and fetches of p count in.
 	stats *topicStats
 
@@ -154,7 +156,6 @@ func (b *Broker) syncPartitions() error {
 	b.applyDynamicConfig(im)
 	old := b.parts.Load()
 	next := &partitionTable{imageOffset: im.Offset, byName: map[string][]*partition{}, byID: map[meta.UUID][]*partition{}}
-	dir := b.cfg.LogDirs[0]
 	self := b.cfg.NodeID
 	now := time.Now()
 	var failed []hwWait
@@ -178,7 +179,7 @@ func (b *Broker) syncPartitions() error {
 			}
 			if p == nil {
 				var err error
-				if p, err = b.openPartition(dir, t, int32(i)); err != nil {
+				if p, err = b.openPartition(t, int32(i)); err != nil {
 					firstErr = cmp.Or(firstErr, err)
 					continue
 				}
@@ -202,7 +203,7 @@ func (b *Broker) syncPartitions() error {
 			if was != nil && (was.leader != st.leader || was.leaderEpoch != st.leaderEpoch) {
 				moved = append(moved, p)
 			}
-			if !st.leader && st.leaderID >= 0 {
+			if !st.leader && st.leaderID >= 0 && !p.offline() {
 				follow[st.leaderID] = append(follow[st.leaderID], p)
 			}
 			ps[i] = p
@@ -230,6 +231,7 @@ func (b *Broker) syncPartitions() error {
 	}
 	for _, p := range dropped {
 		p.wakeWaiters()
+		p.dir.Load().parts.Add(-1)
 		b.cleaner.Remove(p.log())
 		if err := p.log().Delete(); err != nil {
 			b.logger.Warn("delete partition log", "topic", p.topic, "partition", p.index, "err", err)
@@ -238,30 +240,47 @@ func (b *Broker) syncPartitions() error {
 	return firstErr
 }
 
-// openPartition opens the log of one partition. A directory left by an earlier topic of the same
-// name (a different topic id, for example after a crash during deletion) is removed first.
-func (b *Broker) openPartition(logDir string, t *meta.Topic, index int32) (*partition, error) {
-	dir := partitionDir(logDir, t.Name, index)
+// openPartition opens the log of one partition in the dir placement chooses. A directory
+// left by an earlier topic of the same name (a different topic id, for example after a crash
+// during deletion) is removed first.
+func (b *Broker) openPartition(t *meta.Topic, index int32) (*partition, error) {
+	d, err := b.placement(t.Name, index)
+	if err != nil {
+		return nil, err
+	}
+	l, err := b.openPartitionLog(d, partitionDir(d.path, t.Name, index), t, index, t.Partitions[index].LeaderEpoch, d.startup)
+	if err != nil {
+		b.noteStorageError(d, err)
+		return nil, err
+	}
+	p := &partition{topic: t.Name, topicID: t.ID, index: index, configs: t.Configs, stats: b.metrics.topics.of(t.Name)}
+	p.lg.Store(l)
+	p.dir.Store(d)
+	d.parts.Add(1)
+	p.initHW(d.startup.highWatermarks[rlog.TopicPartition{Topic: t.Name, Partition: index}])
+	b.registerCompaction(p, t)
+	return p, nil
+}
+
+// openPartitionLog opens the log of partition index of t at dir, in log dir d, with st, what the
+// last run left in d.
+func (b *Broker) openPartitionLog(d *logDir, dir string, t *meta.Topic, index, leaderEpoch int32, st startupState) (*rlog.Log, error) {
 	if id, ok := readPartitionTopicID(dir); ok && id != t.ID {
 		b.logger.Warn("removing stale partition dir of an earlier topic", "dir", dir, "stale_topic_id", id, "topic_id", t.ID)
 		if err := os.RemoveAll(dir); err != nil {
 			return nil, fmt.Errorf("remove stale partition dir %s: %w", dir, err)
 		}
 	}
+	tp := rlog.TopicPartition{Topic: t.Name, Partition: index}
 	opts := rlog.Options{TopicID: t.ID, Topic: t.Name, Partition: index, Logger: b.logger,
-		LeaderEpoch: t.Partitions[index].LeaderEpoch, CleanShutdown: b.startup.clean,
-		RecoveryPoint:  b.startup.recoveryPoints[rlog.TopicPartition{Topic: t.Name, Partition: index}],
-		LogStartOffset: b.startup.logStarts[rlog.TopicPartition{Topic: t.Name, Partition: index}],
-		Writeback:      b.writeback, OnFlush: b.metrics.flushed}
+		LeaderEpoch: leaderEpoch, CleanShutdown: st.clean,
+		RecoveryPoint: st.recoveryPoints[tp], LogStartOffset: st.logStarts[tp],
+		Writeback: b.writeback, OnFlush: b.metrics.flushed}
 	l, err := rlog.Open(dir, b.logConfigFor(t), opts)
 	if err != nil {
-		return nil, fmt.Errorf("open partition %s-%d: %w", t.Name, index, err)
+		return nil, fmt.Errorf("open partition %s-%d in %s: %w", t.Name, index, d.path, err)
 	}
-	p := &partition{topic: t.Name, topicID: t.ID, index: index, configs: t.Configs, stats: b.metrics.topics.of(t.Name)}
-	p.lg.Store(l)
-	p.initHW(b.startup.highWatermarks[rlog.TopicPartition{Topic: t.Name, Partition: index}])
-	b.registerCompaction(p, t)
-	return p, nil
+	return l, nil
 }
 
 // readPartitionTopicID reads the topic id from Kafka's partition.metadata file.

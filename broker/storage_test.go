@@ -309,8 +309,9 @@ func mountTmpfs(t *testing.T, size int64) string {
 }
 
 // TestDiskFull runs the broker on a small tmpfs and fills it: the produce that does not fit
-// fails with KAFKA_STORAGE_ERROR, everything acknowledged before stays readable and CRC-valid,
-// the broker keeps serving, and once space is freed produce continues at the next offset.
+// fails with KAFKA_STORAGE_ERROR and takes the log dir offline, as Kafka's: produce and fetch
+// keep answering KAFKA_STORAGE_ERROR even once space is freed; after a restart everything
+// acknowledged before is readable and CRC-valid, and produce continues at the next offset.
 func TestDiskFull(t *testing.T) {
 	forBackends(t, func(t *testing.T, io string) {
 		mnt := mountTmpfs(t, 8<<20)
@@ -370,12 +371,21 @@ func TestDiskFull(t *testing.T) {
 				t.Fatalf("high watermark %d; want %d", hw, want)
 			}
 		}
-		checkReadable(acked)
+		if fp := rawFetch(t, b, cl, "full", 0); fp.ErrorCode != kerr.KafkaStorageError.Code {
+			t.Fatalf("fetch from the offline dir: error %d; want KAFKA_STORAGE_ERROR (56)", fp.ErrorCode)
+		}
 		if err := os.Remove(filler); err != nil {
 			t.Fatal(err)
 		}
+		if sp := rawProduce(t, b, cl, "full", storageBatch(32<<10, time.Now().UnixMilli())); sp.ErrorCode != kerr.KafkaStorageError.Code {
+			t.Fatalf("produce to the offline dir after freeing space: error %d; want KAFKA_STORAGE_ERROR (56) until a restart", sp.ErrorCode)
+		}
+		b.Shutdown(context.Background())
+		b = startBroker(t, io, filepath.Join(mnt, "data"))
+		cl = newClient(t, b, kgo.RequestRetries(0))
+		checkReadable(acked)
 		if sp := rawProduce(t, b, cl, "full", storageBatch(32<<10, time.Now().UnixMilli())); sp.ErrorCode != 0 || sp.BaseOffset != acked {
-			t.Fatalf("produce after freeing space: error %d at %d; want success at %d", sp.ErrorCode, sp.BaseOffset, acked)
+			t.Fatalf("produce after freeing space and a restart: error %d at %d; want success at %d", sp.ErrorCode, sp.BaseOffset, acked)
 		}
 		checkReadable(acked + 1)
 	})
