@@ -603,7 +603,7 @@ func (a *fetchAttempt) read(topic *meta.Topic, name string, index int32, pf part
 	if pf.fetchOffset >= upto || limit <= 0 && a.total > 0 {
 		return fp, nil
 	}
-	rr, err := p.log().Read(pf.fetchOffset, max(limit, 0), upto, a.total == 0)
+	rr, err := p.read(pf.fetchOffset, max(limit, 0), upto, a.total == 0)
 	if err != nil {
 		if errors.Is(err, rlog.ErrOffsetOutOfRange) {
 			fp.ErrorCode = kerr.OffsetOutOfRange.Code

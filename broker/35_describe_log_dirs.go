@@ -5,7 +5,9 @@ package broker
 // Behavior: one entry per configured log dir (log.dirs, by absolute path, in config order), each
 // with the partition replicas this broker holds in it, leader or follower: the size of the
 // partition's segments in bytes, the offset lag (high watermark minus log end offset, at least 0,
-// Kafka's figure for a current replica) and IsFuture false. Null topics ask for
+// Kafka's figure for a current replica) and IsFuture false; a replica being moved to the dir
+// (AlterReplicaLogDirs) is listed there too with IsFuture true, the bytes copied so far and as
+// lag the offsets left to copy (the current log's end minus the copy's). Null topics ask for
 // every partition; a requested partition this broker does not hold is left out, and a topic
 // left with no partitions too. A dir that is offline after an I/O error, or that cannot be
 // examined (removed, not a directory), is answered KAFKA_STORAGE_ERROR with no topics, as Kafka
@@ -66,8 +68,8 @@ func handleDescribeLogDirs(b *Broker, rc *reqCtx, r kmsg.Request) {
 	rc.respond(resp)
 }
 
-// heldReplicas describes the partitions of tbl in dir d that topics asks for (nil: all), by
-// topic name and partition index; topics with none are left out.
+// heldReplicas describes the partitions of tbl in dir d, current or future, that topics asks
+// for (nil: all), by topic name and partition index; topics with none are left out.
 func heldReplicas(tbl *partitionTable, d *logDir, topics []kmsg.DescribeLogDirsRequestTopic) []kmsg.DescribeLogDirsResponseDirTopic {
 	var want map[string]map[int32]bool
 	if topics != nil {
@@ -92,15 +94,22 @@ func heldReplicas(tbl *partitionTable, d *logDir, topics []kmsg.DescribeLogDirsR
 			if p == nil || (want != nil && !want[name][p.index]) {
 				continue
 			}
-			if p.dir.Load() != d {
-				continue
-			}
 			l := p.log()
-			rp := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
-			rp.Partition = p.index
-			rp.Size = l.Size()
-			rp.OffsetLag = max(p.highWatermark()-l.LogEndOffset(), 0)
-			rt.Partitions = append(rt.Partitions, rp)
+			if p.dir.Load() == d {
+				rp := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
+				rp.Partition = p.index
+				rp.Size = l.Size()
+				rp.OffsetLag = max(p.highWatermark()-l.LogEndOffset(), 0)
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			if m := p.move.Load(); m != nil && m.to == d {
+				rp := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
+				rp.Partition = p.index
+				rp.Size = m.future.Size()
+				rp.OffsetLag = max(l.LogEndOffset()-m.future.LogEndOffset(), 0)
+				rp.IsFuture = true
+				rt.Partitions = append(rt.Partitions, rp)
+			}
 		}
 		if len(rt.Partitions) > 0 {
 			out = append(out, rt)

@@ -104,6 +104,10 @@ type Broker struct {
 
 	// dirs are the log dirs (log.dirs) in config order; the first holds the metadata log.
 	dirs []*logDir
+	// preferredDirs are where AlterReplicaLogDirs asked partitions not held yet to be created;
+	// movesMu serialises the starts and cancellations of AlterReplicaLogDirs moves.
+	preferredDirs preferredDirs
+	movesMu       sync.Mutex
 
 	// The signal of a new image, this process's registration id, and whether a heartbeat is
 	// in flight (controller.go).

@@ -4,8 +4,8 @@ package broker
 // (meta.properties with the cluster id, the node id and its own directory.id) and keeps the
 // clean-shutdown marker and the recovery-point, replication-offset and log-start-offset
 // checkpoints of the partitions it holds. A partition is opened where its directory is found;
-// a new one goes to the online dir holding the fewest partitions (ties: the first in log.dirs).
-// The metadata log stays in the first dir.
+// a new one goes to the online dir holding the fewest partitions (ties: the first in log.dirs),
+// unless AlterReplicaLogDirs named a dir for it first. The metadata log stays in the first dir.
 //
 // An I/O error on a write, flush, roll or checkpoint of a dir takes the dir offline, as Kafka's
 // LogDirFailureChannel does: its partitions answer KAFKA_STORAGE_ERROR, stop being flushed,
@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -52,8 +53,37 @@ func (d *logDir) err() error {
 	return nil
 }
 
+// Suffixes of the directories of a partition being moved between dirs (AlterReplicaLogDirs),
+// after Kafka's: <topic>-<partition>.<uuid>-future is the copy being made in the target dir,
+// <topic>-<partition>.<uuid>-delete the replaced log, removed once the copy took its place.
+const (
+	futureDirSuffix = "-future"
+	deleteDirSuffix = "-delete"
+)
+
+// movedDirName is the name of a future or deleted partition directory: the partition's
+// directory name, a dot, a uuid without dashes and the suffix.
+func movedDirName(partDir, suffix string) string {
+	return filepath.Base(partDir) + "." + strings.ReplaceAll(meta.NewUUID().String(), "-", "") + suffix
+}
+
+// movedDirPartition is the partition directory name a future or deleted directory name
+// belongs to, or "" when name is neither.
+func movedDirPartition(name, suffix string) string {
+	base, ok := strings.CutSuffix(name, suffix)
+	if !ok {
+		return ""
+	}
+	i := strings.LastIndexByte(base, '.')
+	if i < 0 || len(base)-i-1 != 32 {
+		return ""
+	}
+	return base[:i]
+}
+
 // openLogDirs formats every dir of cfg.LogDirs that is not yet (with clusterID), reads its
-// directory.id and what the last run left in it. The same dir named twice counts once.
+// directory.id and what the last run left in it, and finishes or drops the moves a crash
+// interrupted. The same dir named twice counts once.
 func openLogDirs(cfg *Config, clusterID string, logger *slog.Logger) ([]*logDir, error) {
 	var dirs []*logDir
 	ids := map[meta.UUID]string{}
@@ -84,6 +114,9 @@ func openLogDirs(cfg *Config, clusterID string, logger *slog.Logger) ([]*logDir,
 			return nil, err
 		}
 		dirs = append(dirs, ld)
+	}
+	if err := finishMoves(dirs, logger); err != nil {
+		return nil, err
 	}
 	return dirs, nil
 }
@@ -146,9 +179,75 @@ func readStartupState(dir string, logger *slog.Logger) (startupState, error) {
 	}, nil
 }
 
+// finishMoves handles the directories moves left: a future dir whose partition has no current
+// dir in any log dir is the finished copy of a move that crashed between replacing the old
+// log and renaming the copy (Kafka's order), and becomes the partition's dir; any other future
+// dir is an unfinished copy and is removed, as are the replaced logs.
+func finishMoves(dirs []*logDir, logger *slog.Logger) error {
+	current := map[string]bool{}
+	type moved struct{ dir, name, part string }
+	var futures, deleted []moved
+	for _, d := range dirs {
+		ents, err := os.ReadDir(d.path)
+		if err != nil {
+			return fmt.Errorf("list log dir %s: %w", d.path, err)
+		}
+		for _, e := range ents {
+			switch name := e.Name(); {
+			case !e.IsDir():
+			case movedDirPartition(name, futureDirSuffix) != "":
+				futures = append(futures, moved{d.path, name, movedDirPartition(name, futureDirSuffix)})
+			case movedDirPartition(name, deleteDirSuffix) != "":
+				deleted = append(deleted, moved{d.path, name, movedDirPartition(name, deleteDirSuffix)})
+			default:
+				current[name] = true
+			}
+		}
+	}
+	for _, f := range futures {
+		from := filepath.Join(f.dir, f.name)
+		if current[f.part] {
+			logger.Info("removing the copy of an unfinished log dir move", "dir", from)
+			if err := os.RemoveAll(from); err != nil {
+				return fmt.Errorf("remove unfinished move %s: %w", from, err)
+			}
+			continue
+		}
+		to := filepath.Join(f.dir, f.part)
+		logger.Info("finishing a log dir move interrupted after the old log was replaced", "from", from, "to", to)
+		if err := os.Rename(from, to); err != nil {
+			return fmt.Errorf("finish move %s: %w", from, err)
+		}
+		if err := fsutil.SyncDir(f.dir); err != nil {
+			return err
+		}
+		current[f.part] = true
+	}
+	for _, d := range deleted {
+		if err := os.RemoveAll(filepath.Join(d.dir, d.name)); err != nil {
+			return fmt.Errorf("remove replaced log %s: %w", d.name, err)
+		}
+	}
+	return nil
+}
+
+// logDirByPath is the configured dir at path (absolute or not), nil when none is.
+func (b *Broker) logDirByPath(path string) *logDir {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil
+	}
+	for _, d := range b.dirs {
+		if d.path == abs {
+			return d
+		}
+	}
+	return nil
+}
+
 // placement chooses the dir of a partition log about to be opened: the online dir that holds
-// its directory, else the online dir with the fewest partitions. It errors when no dir is
-// online.
+// its directory, else the dir AlterReplicaLogDirs asked for, else the online dir with the
+// fewest partitions. It errors when no dir is online.
 func (b *Broker) placement(topic string, index int32) (*logDir, error) {
 	name := filepath.Base(partitionDir("", topic, index))
 	var least *logDir
@@ -166,7 +265,36 @@ func (b *Broker) placement(topic string, index int32) (*logDir, error) {
 	if least == nil {
 		return nil, fmt.Errorf("place %s: every log dir is offline", name)
 	}
+	if d := b.preferredDirs.take(rlog.TopicPartition{Topic: topic, Partition: index}); d != nil && !d.offline() {
+		return d, nil
+	}
 	return least, nil
+}
+
+// preferredDirs are the dirs AlterReplicaLogDirs named for partitions this broker does not
+// hold yet, where they are created once assigned here (Kafka's preferred log dirs).
+type preferredDirs struct {
+	mu sync.Mutex
+	m  map[rlog.TopicPartition]*logDir
+}
+
+// set records d as the dir of tp's log once it is created.
+func (p *preferredDirs) set(tp rlog.TopicPartition, d *logDir) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil {
+		p.m = map[rlog.TopicPartition]*logDir{}
+	}
+	p.m[tp] = d
+}
+
+// take returns and forgets the dir recorded for tp, nil when none.
+func (p *preferredDirs) take(tp rlog.TopicPartition) *logDir {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	d := p.m[tp]
+	delete(p.m, tp)
+	return d
 }
 
 // isStorageError reports whether err comes from the file system (a failed write, fsync,

@@ -3,10 +3,12 @@ package broker
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sys/unix"
 
+	"ringbroker/internal/testutil"
 	rlog "ringbroker/log"
 )
 
@@ -150,10 +153,161 @@ func TestLogDirsFormatAndRestart(t *testing.T) {
 	})
 }
 
+// alterLogDir asks b to move partition 0 of topic to dir and returns the partition's error.
+func alterLogDir(t *testing.T, cl *kgo.Client, dir, topic string) int16 {
+	t.Helper()
+	req := kmsg.NewPtrAlterReplicaLogDirsRequest()
+	rd := kmsg.NewAlterReplicaLogDirsRequestDir()
+	rd.Dir = dir
+	rt := kmsg.NewAlterReplicaLogDirsRequestDirTopic()
+	rt.Topic, rt.Partitions = topic, []int32{0}
+	rd.Topics = append(rd.Topics, rt)
+	req.Dirs = append(req.Dirs, rd)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// To the broker itself: the client would route each partition to its leader.
+	kr, err := cl.Broker(1).Request(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := kr.(*kmsg.AlterReplicaLogDirsResponse)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		t.Fatalf("AlterReplicaLogDirs answered %+v; want one partition", resp.Topics)
+	}
+	return resp.Topics[0].Partitions[0].ErrorCode
+}
+
+// TestAlterReplicaLogDirs moves a partition to the other log dir while a producer keeps
+// producing with acks=all: the move finishes, the partition's directory is in the target dir
+// only, DescribeLogDirs lists it there, and every acknowledged record is readable in order,
+// also after a restart. It also checks the errors: an unknown dir is LOG_DIR_NOT_FOUND, an
+// unknown partition UNKNOWN_TOPIC_OR_PARTITION, and naming the current dir is a no-op.
+func TestAlterReplicaLogDirs(t *testing.T) {
+	forBackends(t, func(t *testing.T, io string) {
+		root := t.TempDir()
+		dirs := []string{filepath.Join(root, "a"), filepath.Join(root, "b")}
+		override := "log.dirs=" + strings.Join(dirs, ",")
+		// Small segments, so the copy crosses rolls.
+		b := startBroker(t, io, dirs[0], override, "log.segment.bytes=65536")
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cl := newClient(t, b)
+		if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, "mv"); err != nil {
+			t.Fatal(err)
+		}
+		from := dirOf(t, dirs, "mv", 0)
+		to := dirs[0]
+		if from == to {
+			to = dirs[1]
+		}
+		if code := alterLogDir(t, cl, filepath.Join(root, "nowhere"), "mv"); code != kerr.LogDirNotFound.Code {
+			t.Errorf("move to a dir not in log.dirs: error %d; want LOG_DIR_NOT_FOUND (57)", code)
+		}
+		if code := alterLogDir(t, cl, to, "no-such-topic"); code != kerr.UnknownTopicOrPartition.Code {
+			t.Errorf("move of an unknown topic: error %d; want UNKNOWN_TOPIC_OR_PARTITION (3)", code)
+		}
+		if code := alterLogDir(t, cl, from, "mv"); code != 0 || dirOf(t, dirs, "mv", 0) != from {
+			t.Errorf("move to the dir it is in: error %d; want none, and the partition left there", code)
+		}
+
+		prod := newClient(t, b, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0))
+		var mu sync.Mutex
+		var acked []string
+		stop := make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					done <- nil
+					return
+				default:
+				}
+				v := fmt.Sprintf("record-%06d-%s", i, strings.Repeat("x", 200))
+				if err := prod.ProduceSync(ctx, &kgo.Record{Topic: "mv", Value: []byte(v)}).FirstErr(); err != nil {
+					done <- fmt.Errorf("produce %d: %w", i, err)
+					return
+				}
+				mu.Lock()
+				acked = append(acked, v)
+				mu.Unlock()
+			}
+		}()
+		testutil.WaitFor(t, 20*time.Second, func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			if len(acked) < 2000 {
+				return fmt.Errorf("%d records acknowledged before the move; want 2000", len(acked))
+			}
+			return nil
+		})
+		if code := alterLogDir(t, cl, to, "mv"); code != 0 {
+			t.Fatalf("move mv-0 from %s to %s: error %d", from, to, code)
+		}
+		testutil.WaitFor(t, 20*time.Second, func() error {
+			p := b.parts.Load().lookup("mv", 0)
+			if p.dir.Load().path != to || p.move.Load() != nil {
+				return fmt.Errorf("mv-0 in %s, move in progress %v", p.dir.Load().path, p.move.Load() != nil)
+			}
+			return nil
+		})
+		// The producer goes on into the moved log before it stops.
+		mu.Lock()
+		atSwap := len(acked)
+		mu.Unlock()
+		testutil.WaitFor(t, 20*time.Second, func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			if len(acked) < atSwap+500 {
+				return fmt.Errorf("%d records acknowledged after the move; want 500", len(acked)-atSwap)
+			}
+			return nil
+		})
+		close(stop)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if got := dirOf(t, dirs, "mv", 0); got != to {
+			t.Fatalf("after the move mv-0 is in %s; want %s", got, to)
+		}
+		for _, d := range dirs {
+			ents, _ := os.ReadDir(d)
+			for _, e := range ents {
+				if strings.HasSuffix(e.Name(), futureDirSuffix) || strings.HasSuffix(e.Name(), deleteDirSuffix) {
+					t.Errorf("%s left in %s after the move", e.Name(), d)
+				}
+			}
+		}
+		described, err := kadm.NewClient(cl).DescribeBrokerLogDirs(ctx, b.cfg.NodeID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := described[to].Topics["mv"][0]; !ok || len(described[from].Topics) != 0 {
+			t.Fatalf("DescribeLogDirs: %v in %s, %v in %s; want mv-0 in %s only", described[to].Topics.Sorted(), to,
+				described[from].Topics.Sorted(), from, to)
+		}
+		mu.Lock()
+		want := slices.Clone(acked)
+		mu.Unlock()
+		if got := readAcked(t, b, "mv", int64(len(want))); !slices.Equal(got[:len(want)], want) {
+			t.Fatalf("after the move: the %d records read differ from the %d acknowledged", len(got), len(want))
+		}
+		b.Shutdown(context.Background())
+		b = startBroker(t, io, dirs[0], override)
+		if p := b.parts.Load().lookup("mv", 0); p.dir.Load().path != to || p.log().LogEndOffset() < int64(len(want)) {
+			t.Fatalf("after a restart mv-0 in %s with log end %d; want %s and at least %d", p.dir.Load().path, p.log().LogEndOffset(), to, len(want))
+		}
+		if got := readAcked(t, b, "mv", int64(len(want))); !slices.Equal(got[:len(want)], want) {
+			t.Fatalf("after a restart: the records read differ from the %d acknowledged", len(want))
+		}
+	})
+}
+
 // TestLogDirOffline runs a broker with two log dirs, the second a small tmpfs, and fills the
 // tmpfs: the produce that does not fit is KAFKA_STORAGE_ERROR and takes that dir offline, so its
 // partition answers KAFKA_STORAGE_ERROR to produce and fetch and has no leader in Metadata,
-// DescribeLogDirs reports the dir KAFKA_STORAGE_ERROR, while the partition of the first dir keeps taking and serving records; after a restart with
+// DescribeLogDirs reports the dir KAFKA_STORAGE_ERROR, a move to it is KAFKA_STORAGE_ERROR,
+// while the partition of the first dir keeps taking and serving records; after a restart with
 // space freed, every acknowledged record of both is readable.
 func TestLogDirOffline(t *testing.T) {
 	forBackends(t, func(t *testing.T, io string) {
@@ -243,6 +397,12 @@ func TestLogDirOffline(t *testing.T) {
 		if d := described[good]; d.Err != nil || len(d.Topics["healthy"]) != 1 {
 			t.Errorf("DescribeLogDirs of the healthy dir: err %v, topics %v; want healthy-0", d.Err, d.Topics.Sorted())
 		}
+		if code := alterLogDir(t, cl, small, "healthy"); code != kerr.KafkaStorageError.Code {
+			t.Errorf("move to the offline dir: error %d; want KAFKA_STORAGE_ERROR (56)", code)
+		}
+		if code := alterLogDir(t, cl, good, "doomed"); code != kerr.KafkaStorageError.Code {
+			t.Errorf("move of an offline replica: error %d; want KAFKA_STORAGE_ERROR (56)", code)
+		}
 
 		b.Shutdown(context.Background())
 		if err := os.Remove(filepath.Join(filepath.Dir(small), "filler")); err != nil {
@@ -256,4 +416,47 @@ func TestLogDirOffline(t *testing.T) {
 			t.Fatalf("healthy after a restart: %d records; want the %d acknowledged", len(got), healthy)
 		}
 	})
+}
+
+// TestFinishMoves checks what a start does with the directories of moves a crash interrupted:
+// a copy whose partition has no current directory (the crash came between the two renames of
+// the swap) becomes the partition's directory; a copy beside a current directory, and replaced
+// logs, are removed.
+func TestFinishMoves(t *testing.T) {
+	root := t.TempDir()
+	a, c := &logDir{path: filepath.Join(root, "a")}, &logDir{path: filepath.Join(root, "b")}
+	mk := func(d *logDir, name string) {
+		if err := os.MkdirAll(filepath.Join(d.path, name, "x"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const id = "0123456789abcdef0123456789abcdef"
+	mk(a, "swapped.t-0."+id+deleteDirSuffix)
+	mk(c, "swapped.t-0."+id+futureDirSuffix)
+	mk(a, "kept-1")
+	mk(c, "kept-1."+id+futureDirSuffix)
+	mk(c, "not-a-move-2.future")
+	if err := finishMoves([]*logDir{a, c}, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	names := func(d *logDir) []string {
+		ents, err := os.ReadDir(d.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range ents {
+			out = append(out, e.Name())
+		}
+		return out
+	}
+	if got, want := names(a), []string{"kept-1"}; !slices.Equal(got, want) {
+		t.Errorf("first dir holds %v; want %v", got, want)
+	}
+	if got, want := names(c), []string{"not-a-move-2.future", "swapped.t-0"}; !slices.Equal(got, want) {
+		t.Errorf("second dir holds %v; want %v", got, want)
+	}
+	if _, err := os.Stat(filepath.Join(c.path, "swapped.t-0", "x")); err != nil {
+		t.Errorf("the promoted copy lost its contents: %v", err)
+	}
 }

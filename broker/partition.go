@@ -37,10 +37,12 @@ type partition struct {
 	topic   string
 	topicID meta.UUID
 	index   int32
-	// lg is the partition's log, read through log(): a pointer that can be replaced. dir is
-	// the log dir lg lives in.
-	lg  atomic.Pointer[rlog.Log]
-	dir atomic.Pointer[logDir]
+	// lg is the partition's log; an AlterReplicaLogDirs move replaces it (under appendMu) with
+	// the copy it made in another dir. dir is the log dir lg lives in; move the move in
+	// progress, nil when none.
+	lg   atomic.Pointer[rlog.Log]
+	dir  atomic.Pointer[logDir]
+	move atomic.Pointer[logMove]
 	// stats are the topic's BrokerTopicMetrics, which appends and fetches of p count in.
 	stats *topicStats
 
@@ -231,6 +233,7 @@ func (b *Broker) syncPartitions() error {
 	}
 	for _, p := range dropped {
 		p.wakeWaiters()
+		b.cancelMove(p)
 		p.dir.Load().parts.Add(-1)
 		b.cleaner.Remove(p.log())
 		if err := p.log().Delete(); err != nil {
