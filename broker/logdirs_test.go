@@ -153,8 +153,15 @@ func TestLogDirsFormatAndRestart(t *testing.T) {
 	})
 }
 
-// alterLogDir asks b to move partition 0 of topic to dir and returns the partition's error.
+// alterLogDir asks broker 1 to move its replica of partition 0 of topic to dir and returns the
+// partition's error.
 func alterLogDir(t *testing.T, cl *kgo.Client, dir, topic string) int16 {
+	t.Helper()
+	return alterLogDirOn(t, cl, 1, dir, topic)
+}
+
+// alterLogDirOn is alterLogDir sent to broker node.
+func alterLogDirOn(t *testing.T, cl *kgo.Client, node int32, dir, topic string) int16 {
 	t.Helper()
 	req := kmsg.NewPtrAlterReplicaLogDirsRequest()
 	rd := kmsg.NewAlterReplicaLogDirsRequestDir()
@@ -166,7 +173,7 @@ func alterLogDir(t *testing.T, cl *kgo.Client, dir, topic string) int16 {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// To the broker itself: the client would route each partition to its leader.
-	kr, err := cl.Broker(1).Request(ctx, req)
+	kr, err := cl.Broker(int(node)).Request(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,6 +307,49 @@ func TestAlterReplicaLogDirs(t *testing.T) {
 		if got := readAcked(t, b, "mv", int64(len(want))); !slices.Equal(got[:len(want)], want) {
 			t.Fatalf("after a restart: the records read differ from the %d acknowledged", len(want))
 		}
+	})
+}
+
+// TestAlterReplicaLogDirsNotHeld runs two brokers with two log dirs each and a partition on
+// broker 1 only: AlterReplicaLogDirs to broker 2 for it is REPLICA_NOT_AVAILABLE, and once a
+// reassignment adds broker 2, broker 2 creates its replica in the dir asked for, not in its
+// first dir, where the fewest-partitions rule (a tie) would put it.
+func TestAlterReplicaLogDirsNotHeld(t *testing.T) {
+	bs := startInProcessCluster(t, 2, fastReplication, func(c *Config) {
+		c.LogDirs = append(c.LogDirs, filepath.Join(c.LogDirs[0], "second"))
+	})
+	var b2 *Broker
+	for _, b := range bs {
+		if b.cfg.NodeID == 2 {
+			b2 = b
+		}
+	}
+	second := b2.dirs[1].path
+	cl := newClient(t, bs[0])
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	createAssigned(ctx, t, cl, "held", []int32{1}, nil)
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if b2.meta.Image().Topics["held"] == nil {
+			return fmt.Errorf("broker 2 has not seen topic held yet")
+		}
+		return nil
+	})
+	if code := alterLogDirOn(t, cl, 2, second, "held"); code != kerr.ReplicaNotAvailable.Code {
+		t.Fatalf("move of a replica broker 2 does not hold: error %d; want REPLICA_NOT_AVAILABLE (9)", code)
+	}
+	if _, err := kadm.NewClient(cl).AlterPartitionAssignments(ctx, kadm.AlterPartitionAssignmentsReq{"held": {0: {1, 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 20*time.Second, func() error {
+		p := b2.parts.Load().lookup("held", 0)
+		if p == nil {
+			return fmt.Errorf("broker 2 holds no replica of held-0 yet")
+		}
+		if got := p.dir.Load().path; got != second {
+			return fmt.Errorf("broker 2 created held-0 in %s; want %s, where AlterReplicaLogDirs asked for it", got, second)
+		}
+		return nil
 	})
 }
 
