@@ -314,7 +314,8 @@ func (b *Broker) noteStorageError(d *logDir, err error) {
 }
 
 // failDir takes d offline after the I/O error err: its partitions answer KAFKA_STORAGE_ERROR
-// from now on, their fetches waiting are woken to say so, and the cleaner lets go of them.
+// from now on, their fetches waiting are woken to say so, the cleaner lets go of them, and the
+// controller is asked to move their leadership and ISR membership away (dirfailover.go).
 func (b *Broker) failDir(d *logDir, err error) {
 	if d == nil || !d.failure.CompareAndSwap(nil, &err) {
 		return
@@ -328,6 +329,7 @@ func (b *Broker) failDir(d *logDir, err error) {
 			}
 		}
 	}
+	b.reportOfflineReplicas(d)
 }
 
 // offline reports whether p's log dir is offline.

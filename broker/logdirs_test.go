@@ -510,3 +510,59 @@ func TestFinishMoves(t *testing.T) {
 		t.Errorf("the promoted copy lost its contents: %v", err)
 	}
 }
+
+// TestLogDirOfflineMovesLeadership runs three brokers and an RF 3 partition whose leader's log
+// dir goes offline (failDir, where every I/O error of a dir leads, with the error an I/O error
+// would bring): the active controller takes the broker out of the ISR and elects another
+// in-sync replica, acks=all produce goes on through the new leader, and every record
+// acknowledged before and after is read back, in order.
+func TestLogDirOfflineMovesLeadership(t *testing.T) {
+	bs, ctx, _ := replicatedCluster(t, "fo", 1, nil)
+	cl := newClient(t, bs[0], clusterSeeds(bs), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MetadataMinAge(100*time.Millisecond),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }))
+	var oldLeader *Broker
+	testutil.WaitFor(t, 20*time.Second, func() error {
+		pm := bs[0].meta.Image().Topics["fo"].Partitions[0]
+		if len(pm.ISR) != 3 {
+			return fmt.Errorf("ISR %v; want all three replicas", pm.ISR)
+		}
+		for _, b := range bs {
+			if b.cfg.NodeID == pm.Leader {
+				oldLeader = b
+			}
+		}
+		return nil
+	})
+	produce := func(from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "fo", Value: fmt.Appendf(nil, "v%d", i)}).FirstErr(); err != nil {
+				t.Fatalf("produce %d: %v", i, err)
+			}
+		}
+	}
+	produce(0, 100)
+	p := oldLeader.parts.Load().lookup("fo", 0)
+	oldLeader.failDir(p.dir.Load(), fmt.Errorf("write %s: %w", p.log().Dir(), unix.EIO))
+	var newLeader *Broker
+	testutil.WaitFor(t, 20*time.Second, func() error {
+		for _, b := range bs {
+			pm := b.meta.Image().Topics["fo"].Partitions[0]
+			if pm.Leader == oldLeader.cfg.NodeID || pm.Leader < 0 || slices.Contains(pm.ISR, oldLeader.cfg.NodeID) || len(pm.ISR) != 2 {
+				return fmt.Errorf("node %d sees leader %d, ISR %v; want another leader and broker %d out of the ISR",
+					b.cfg.NodeID, pm.Leader, pm.ISR, oldLeader.cfg.NodeID)
+			}
+			if b.cfg.NodeID == pm.Leader {
+				newLeader = b
+			}
+		}
+		return nil
+	})
+	produce(100, 200)
+	got := readAcked(t, newLeader, "fo", 200)
+	for i, v := range got[:200] {
+		if v != fmt.Sprintf("v%d", i) {
+			t.Fatalf("offset %d holds %q; want v%d", i, v, i)
+		}
+	}
+}
