@@ -199,14 +199,7 @@ func (b *Broker) metadataTopic(t *meta.Topic) kmsg.MetadataResponseTopic {
 	for _, p := range t.Partitions {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p.Index
-		mp.Leader = p.Leader
-		mp.OfflineReplicas = []int32{}
-		if lp := tbl.lookupID(t.ID, p.Index); lp != nil && lp.offline() {
-			mp.OfflineReplicas = []int32{b.cfg.NodeID}
-			if p.Leader == b.cfg.NodeID {
-				mp.Leader = -1
-			}
-		}
+		mp.Leader, mp.OfflineReplicas = b.offlineView(tbl, t.ID, p)
 		if mp.Leader < 0 {
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
 		}
@@ -216,6 +209,19 @@ func (b *Broker) metadataTopic(t *meta.Topic) kmsg.MetadataResponseTopic {
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt
+}
+
+// offlineView is partition p's leader and offline replicas as this broker answers them: its own
+// replica of p in an offline log dir is offline, and when it leads p, p has no leader.
+func (b *Broker) offlineView(tbl *partitionTable, topic meta.UUID, p meta.Partition) (leader int32, offline []int32) {
+	leader, offline = p.Leader, []int32{}
+	if lp := tbl.lookupID(topic, p.Index); lp != nil && lp.offline() {
+		offline = []int32{b.cfg.NodeID}
+		if p.Leader == b.cfg.NodeID {
+			leader = -1
+		}
+	}
+	return leader, offline
 }
 
 // isInternalTopic reports Kafka's internal topics.

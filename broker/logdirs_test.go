@@ -355,7 +355,8 @@ func TestAlterReplicaLogDirsNotHeld(t *testing.T) {
 
 // TestLogDirOffline runs a broker with two log dirs, the second a small tmpfs, and fills the
 // tmpfs: the produce that does not fit is KAFKA_STORAGE_ERROR and takes that dir offline, so its
-// partition answers KAFKA_STORAGE_ERROR to produce and fetch and has no leader in Metadata,
+// partition answers KAFKA_STORAGE_ERROR to produce and fetch and has no leader in Metadata
+// and DescribeTopicPartitions,
 // DescribeLogDirs reports the dir KAFKA_STORAGE_ERROR, a move to it is KAFKA_STORAGE_ERROR,
 // while the partition of the first dir keeps taking and serving records; after a restart with
 // space freed, every acknowledged record of both is readable.
@@ -436,6 +437,17 @@ func TestLogDirOffline(t *testing.T) {
 					t.Errorf("Metadata of healthy-0: leader %d, error %d, offline replicas %v; want 1, none, none", p.Leader, p.ErrorCode, p.OfflineReplicas)
 				}
 			}
+		}
+		dreq := kmsg.NewPtrDescribeTopicPartitionsRequest()
+		dt := kmsg.NewDescribeTopicPartitionsRequestTopic()
+		dt.Topic = "doomed"
+		dreq.Topics = append(dreq.Topics, dt)
+		dkr, err := cl.Broker(1).Request(ctx, dreq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dp := dkr.(*kmsg.DescribeTopicPartitionsResponse).Topics[0].Partitions[0]; dp.LeaderID != -1 || len(dp.OfflineReplicas) != 0 {
+			t.Errorf("DescribeTopicPartitions of doomed-0: leader %d, offline replicas %v; want -1 and none listed, as Kafka's", dp.LeaderID, dp.OfflineReplicas)
 		}
 		described, err := kadm.NewClient(cl).DescribeBrokerLogDirs(ctx, 1, nil)
 		if err != nil {

@@ -181,8 +181,9 @@ func fetchDirect(ctx context.Context, t *testing.T, cl *kgo.Client, topic string
 // TestLogDirFailure runs one broker with two log dirs, the second a 16 MiB tmpfs, and a topic
 // with a partition in each, then fills the tmpfs by producing to its partition: the produce that
 // does not fit is KAFKA_STORAGE_ERROR and the dir goes offline. From then on that partition
-// answers produce and fetch with KAFKA_STORAGE_ERROR and Metadata lists the broker as its offline
-// replica, with no leader; kafka-log-dirs reports the dir's error; and the other partition takes
+// answers produce and fetch with KAFKA_STORAGE_ERROR, Metadata lists the broker as its offline
+// replica, with no leader, as kafka-topics --describe (DescribeTopicPartitions) does;
+// kafka-log-dirs reports the dir's error; and the other partition takes
 // and serves records throughout, every acknowledged one of them read back in order.
 func TestLogDirFailure(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, tg target) {
@@ -224,10 +225,15 @@ func TestLogDirFailure(t *testing.T) {
 		if !failed {
 			t.Fatalf("400 batches of 64 KiB fit a 16 MiB dir")
 		}
-		if sp := produceDirect(ctx, t, cl, topic, doomed, 10); sp.ErrorCode != kerr.KafkaStorageError.Code {
+		// Kafka answers NOT_LEADER_OR_FOLLOWER too once its controller has made the partition
+		// leaderless; ringbroker keeps answering KAFKA_STORAGE_ERROR.
+		offlineCode := func(code int16) bool {
+			return code == kerr.KafkaStorageError.Code || tg.name == "kafka" && code == kerr.NotLeaderForPartition.Code
+		}
+		if sp := produceDirect(ctx, t, cl, topic, doomed, 10); !offlineCode(sp.ErrorCode) {
 			t.Errorf("produce to the offline dir: error %d; want KAFKA_STORAGE_ERROR (56)", sp.ErrorCode)
 		}
-		if fp := fetchDirect(ctx, t, cl, topic, doomed); fp.ErrorCode != kerr.KafkaStorageError.Code {
+		if fp := fetchDirect(ctx, t, cl, topic, doomed); !offlineCode(fp.ErrorCode) {
 			t.Errorf("fetch from the offline dir: error %d; want KAFKA_STORAGE_ERROR (56)", fp.ErrorCode)
 		}
 		if fp := fetchDirect(ctx, t, cl, topic, healthy); fp.ErrorCode != 0 || fp.HighWatermark != healthyAcked {
@@ -252,6 +258,15 @@ func TestLogDirFailure(t *testing.T) {
 			}
 			return nil
 		})
+		out := runJava(t, "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", b.Addr(), "--describe", "--topic", topic).stdout
+		for _, tc := range []struct {
+			p      int32
+			leader string
+		}{{doomed, "Leader: none"}, {healthy, "Leader: 1\t"}} {
+			if !strings.Contains(out, fmt.Sprintf("Partition: %d\t%s", tc.p, tc.leader)) {
+				t.Errorf("kafka-topics --describe: want partition %d with %q:\n%s", tc.p, tc.leader, out)
+			}
+		}
 		report := describeLogDirs(t, b.Addr(), topic)
 		for _, d := range report.Brokers[0].LogDirs {
 			switch {
