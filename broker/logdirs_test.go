@@ -578,3 +578,61 @@ func TestLogDirOfflineMovesLeadership(t *testing.T) {
 		}
 	}
 }
+
+// epochBatch is one record at offset with leader epoch, as a leader stamps it.
+func epochBatch(offset int64, epoch int32) []byte {
+	rb := testutil.NewBatch(time.Now().UnixMilli(), kmsg.Record{Value: fmt.Appendf(nil, "%d@%d", offset, epoch)})
+	rb.FirstOffset, rb.PartitionLeaderEpoch = offset, epoch
+	return testutil.SealBatch(rb)
+}
+
+// TestFollowCurrent checks how a move's copy follows what happens to the log being copied
+// between two steps: a truncation and new batches of a later epoch cut the copy where the
+// epochs part, a log start moved by DeleteRecords moves the copy's, and a start-over past
+// the copy's end starts the copy over there.
+func TestFollowCurrent(t *testing.T) {
+	open := func(name string) *rlog.Log {
+		l, err := rlog.Open(filepath.Join(t.TempDir(), name), rlog.DefaultConfig(), rlog.Options{Topic: "t", Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		return l
+	}
+	cur, f := open("t-0"), open("t-0.future")
+	appendBoth := func(ls []*rlog.Log, from, to int64, epoch int32) {
+		t.Helper()
+		for o := from; o < to; o++ {
+			for _, l := range ls {
+				if _, err := l.AppendAsFollower(epochBatch(o, epoch)); err != nil {
+					t.Fatalf("append %d at epoch %d: %v", o, epoch, err)
+				}
+			}
+		}
+	}
+	appendBoth([]*rlog.Log{cur, f}, 0, 10, 1)
+	if err := followCurrent(cur, f); err != nil || f.LogEndOffset() != 10 {
+		t.Fatalf("copy in step: %v, log end %d; want nothing cut, 10", err, f.LogEndOffset())
+	}
+	// The current log diverged: cut at 5, then epoch 2 from there.
+	if err := cur.TruncateTo(5); err != nil {
+		t.Fatal(err)
+	}
+	appendBoth([]*rlog.Log{cur}, 5, 12, 2)
+	if err := followCurrent(cur, f); err != nil || f.LogEndOffset() != 5 {
+		t.Fatalf("after the current log diverged at 5: %v, copy's log end %d; want 5", err, f.LogEndOffset())
+	}
+	appendBoth([]*rlog.Log{f}, 5, 12, 2)
+	if _, err := cur.DeleteRecordsBefore(3); err != nil {
+		t.Fatal(err)
+	}
+	if err := followCurrent(cur, f); err != nil || f.LogStartOffset() != 3 || f.LogEndOffset() != 12 {
+		t.Fatalf("after DeleteRecords to 3: %v, copy's log start %d, end %d; want 3, 12", err, f.LogStartOffset(), f.LogEndOffset())
+	}
+	if err := cur.TruncateFullyAndStartAt(100); err != nil {
+		t.Fatal(err)
+	}
+	if err := followCurrent(cur, f); err != nil || f.LogStartOffset() != 100 || f.LogEndOffset() != 100 {
+		t.Fatalf("after the current log started over at 100: %v, copy's log start %d, end %d; want 100, 100", err, f.LogStartOffset(), f.LogEndOffset())
+	}
+}
