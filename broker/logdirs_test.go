@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sys/unix"
 
+	"ringbroker/broker/meta"
 	"ringbroker/internal/testutil"
 	rlog "ringbroker/log"
 )
@@ -634,5 +635,33 @@ func TestFollowCurrent(t *testing.T) {
 	}
 	if err := followCurrent(cur, f); err != nil || f.LogStartOffset() != 100 || f.LogEndOffset() != 100 {
 		t.Fatalf("after the current log started over at 100: %v, copy's log start %d, end %d; want 100, 100", err, f.LogStartOffset(), f.LogEndOffset())
+	}
+}
+
+// TestFormatStorageEveryDir checks the format step (ringbroker format, as kafka-storage format)
+// writes meta.properties into every log dir: the cluster id and node id in each, a directory.id
+// of each dir's own; formatting again changes nothing, and a dir of another cluster is refused.
+func TestFormatStorageEveryDir(t *testing.T) {
+	root := t.TempDir()
+	cfg := DefaultConfig()
+	cfg.LogDirs = []string{filepath.Join(root, "a"), filepath.Join(root, "b")}
+	cid := meta.NewUUID().String()
+	if err := FormatStorage(cfg, cid); err != nil {
+		t.Fatal(err)
+	}
+	a, c := readProps(t, filepath.Join(cfg.LogDirs[0], "meta.properties")), readProps(t, filepath.Join(cfg.LogDirs[1], "meta.properties"))
+	if a["cluster.id"] != cid || c["cluster.id"] != cid || a["node.id"] != "1" || c["node.id"] != "1" ||
+		a["directory.id"] == "" || a["directory.id"] == c["directory.id"] {
+		t.Fatalf("meta.properties %v and %v; want cluster.id %s, node.id 1 and two directory ids", a, c, cid)
+	}
+	if err := FormatStorage(cfg, cid); err != nil {
+		t.Fatalf("format again: %v", err)
+	}
+	if again := readProps(t, filepath.Join(cfg.LogDirs[1], "meta.properties")); again["directory.id"] != c["directory.id"] {
+		t.Fatalf("format again changed directory.id from %s to %s", c["directory.id"], again["directory.id"])
+	}
+	cfg.LogDirs = append(cfg.LogDirs, filepath.Join(root, "other"))
+	if err := FormatStorage(cfg, meta.NewUUID().String()); err == nil {
+		t.Fatalf("format with another cluster id: no error; want the formatted dirs refused")
 	}
 }
