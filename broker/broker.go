@@ -239,7 +239,8 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	if b.dirs, err = openLogDirs(&cfg, clusterID, logger); err != nil {
+	var futures []futureLog
+	if b.dirs, futures, err = openLogDirs(&cfg, clusterID, logger); err != nil {
 		return nil, err
 	}
 	ml, err := b.openMetadata(clusterID, voters)
@@ -266,6 +267,7 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 	for _, d := range b.dirs {
 		d.startup = startupState{}
 	}
+	b.resumeMoves(futures)
 	if b.groups, err = b.newGroupCoordinator(); err != nil {
 		b.closeLogs()
 		ml.Close()

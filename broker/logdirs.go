@@ -82,43 +82,45 @@ func movedDirPartition(name, suffix string) string {
 }
 
 // openLogDirs formats every dir of cfg.LogDirs that is not yet (with clusterID), reads its
-// directory.id and what the last run left in it, and finishes or drops the moves a crash
-// interrupted. The same dir named twice counts once.
-func openLogDirs(cfg *Config, clusterID string, logger *slog.Logger) ([]*logDir, error) {
+// directory.id and what the last run left in it, and finishes the moves a crash interrupted
+// in their swap; it returns the dirs and the copies of moves to resume (finishMoves). The same
+// dir named twice counts once.
+func openLogDirs(cfg *Config, clusterID string, logger *slog.Logger) ([]*logDir, []futureLog, error) {
 	var dirs []*logDir
 	ids := map[meta.UUID]string{}
 	for _, d := range cfg.LogDirs {
 		abs, err := filepath.Abs(d)
 		if err != nil {
-			return nil, fmt.Errorf("log dir %s: %w", d, err)
+			return nil, nil, fmt.Errorf("log dir %s: %w", d, err)
 		}
 		if containsDir(dirs, abs) {
 			continue
 		}
 		if err := os.MkdirAll(abs, 0o755); err != nil {
-			return nil, fmt.Errorf("create log dir %s: %w", abs, err)
+			return nil, nil, fmt.Errorf("create log dir %s: %w", abs, err)
 		}
 		if _, err := ensureMetaProperties(abs, cfg.NodeID, clusterID); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		id, err := directoryID(abs)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if other, ok := ids[id]; ok {
-			return nil, fmt.Errorf("log dirs %s and %s have the same directory.id %s", other, abs, id)
+			return nil, nil, fmt.Errorf("log dirs %s and %s have the same directory.id %s", other, abs, id)
 		}
 		ids[id] = abs
 		ld := &logDir{path: abs, id: id}
 		if ld.startup, err = readStartupState(abs, logger); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		dirs = append(dirs, ld)
 	}
-	if err := finishMoves(dirs, logger); err != nil {
-		return nil, err
+	futures, err := finishMoves(dirs, logger)
+	if err != nil {
+		return nil, nil, err
 	}
-	return dirs, nil
+	return dirs, futures, nil
 }
 
 // containsDir reports whether dirs has the dir at path.
@@ -179,56 +181,74 @@ func readStartupState(dir string, logger *slog.Logger) (startupState, error) {
 	}, nil
 }
 
+// futureLog is the copy of a move a restart interrupted: the partition directory name part,
+// copied into dir at path.
+type futureLog struct {
+	dir        *logDir
+	path, part string
+}
+
 // finishMoves handles the directories moves left: a future dir whose partition has no current
 // dir in any log dir is the finished copy of a move that crashed between replacing the old
 // log and renaming the copy (Kafka's order), and becomes the partition's dir; any other future
-// dir is an unfinished copy and is removed, as are the replaced logs.
-func finishMoves(dirs []*logDir, logger *slog.Logger) error {
+// dir is the copy of a move the restart interrupted, returned to be resumed (a second one of
+// the same partition is removed). Replaced logs are removed.
+func finishMoves(dirs []*logDir, logger *slog.Logger) ([]futureLog, error) {
 	current := map[string]bool{}
-	type moved struct{ dir, name, part string }
+	type moved struct {
+		d          *logDir
+		dir        string
+		name, part string
+	}
 	var futures, deleted []moved
 	for _, d := range dirs {
 		ents, err := os.ReadDir(d.path)
 		if err != nil {
-			return fmt.Errorf("list log dir %s: %w", d.path, err)
+			return nil, fmt.Errorf("list log dir %s: %w", d.path, err)
 		}
 		for _, e := range ents {
 			switch name := e.Name(); {
 			case !e.IsDir():
 			case movedDirPartition(name, futureDirSuffix) != "":
-				futures = append(futures, moved{d.path, name, movedDirPartition(name, futureDirSuffix)})
+				futures = append(futures, moved{d, d.path, name, movedDirPartition(name, futureDirSuffix)})
 			case movedDirPartition(name, deleteDirSuffix) != "":
-				deleted = append(deleted, moved{d.path, name, movedDirPartition(name, deleteDirSuffix)})
+				deleted = append(deleted, moved{d, d.path, name, movedDirPartition(name, deleteDirSuffix)})
 			default:
 				current[name] = true
 			}
 		}
 	}
+	var resume []futureLog
+	resumed := map[string]bool{}
 	for _, f := range futures {
 		from := filepath.Join(f.dir, f.name)
-		if current[f.part] {
-			logger.Info("removing the copy of an unfinished log dir move", "dir", from)
+		switch {
+		case current[f.part] && !resumed[f.part]:
+			resume = append(resume, futureLog{dir: f.d, path: from, part: f.part})
+			resumed[f.part] = true
+		case current[f.part]:
+			logger.Info("removing a second copy of an unfinished log dir move", "dir", from)
 			if err := os.RemoveAll(from); err != nil {
-				return fmt.Errorf("remove unfinished move %s: %w", from, err)
+				return nil, fmt.Errorf("remove unfinished move %s: %w", from, err)
 			}
-			continue
+		default:
+			to := filepath.Join(f.dir, f.part)
+			logger.Info("finishing a log dir move interrupted after the old log was replaced", "from", from, "to", to)
+			if err := os.Rename(from, to); err != nil {
+				return nil, fmt.Errorf("finish move %s: %w", from, err)
+			}
+			if err := fsutil.SyncDir(f.dir); err != nil {
+				return nil, err
+			}
+			current[f.part] = true
 		}
-		to := filepath.Join(f.dir, f.part)
-		logger.Info("finishing a log dir move interrupted after the old log was replaced", "from", from, "to", to)
-		if err := os.Rename(from, to); err != nil {
-			return fmt.Errorf("finish move %s: %w", from, err)
-		}
-		if err := fsutil.SyncDir(f.dir); err != nil {
-			return err
-		}
-		current[f.part] = true
 	}
 	for _, d := range deleted {
 		if err := os.RemoveAll(filepath.Join(d.dir, d.name)); err != nil {
-			return fmt.Errorf("remove replaced log %s: %w", d.name, err)
+			return nil, fmt.Errorf("remove replaced log %s: %w", d.name, err)
 		}
 	}
-	return nil
+	return resume, nil
 }
 
 // logDirByPath is the configured dir at path (absolute or not), nil when none is.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -154,6 +155,33 @@ func TestLogDirsFormatAndRestart(t *testing.T) {
 	})
 }
 
+// twoDirs says where startTwoDirs put things: the log dirs, the log.dirs override naming them,
+// the dir holding the topic's partition and the other.
+type twoDirs struct {
+	dirs     []string
+	override string
+	from, to string
+}
+
+// startTwoDirs starts a broker with two log dirs (and overrides) and a topic of one partition.
+func startTwoDirs(t *testing.T, io, topic string, overrides ...string) (*Broker, twoDirs) {
+	t.Helper()
+	root := t.TempDir()
+	td := twoDirs{dirs: []string{filepath.Join(root, "a"), filepath.Join(root, "b")}}
+	td.override = "log.dirs=" + strings.Join(td.dirs, ",")
+	b := startBroker(t, io, td.dirs[0], append([]string{td.override}, overrides...)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := kadm.NewClient(newClient(t, b)).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	td.from, td.to = dirOf(t, td.dirs, topic, 0), td.dirs[0]
+	if td.from == td.to {
+		td.to = td.dirs[1]
+	}
+	return b, td
+}
+
 // alterLogDir asks broker 1 to move its replica of partition 0 of topic to dir and returns the
 // partition's error.
 func alterLogDir(t *testing.T, cl *kgo.Client, dir, topic string) int16 {
@@ -192,23 +220,13 @@ func alterLogDirOn(t *testing.T, cl *kgo.Client, node int32, dir, topic string) 
 // unknown partition UNKNOWN_TOPIC_OR_PARTITION, and naming the current dir is a no-op.
 func TestAlterReplicaLogDirs(t *testing.T) {
 	forBackends(t, func(t *testing.T, io string) {
-		root := t.TempDir()
-		dirs := []string{filepath.Join(root, "a"), filepath.Join(root, "b")}
-		override := "log.dirs=" + strings.Join(dirs, ",")
 		// Small segments, so the copy crosses rolls.
-		b := startBroker(t, io, dirs[0], override, "log.segment.bytes=65536")
+		b, td := startTwoDirs(t, io, "mv", "log.segment.bytes=65536")
+		dirs, override, from, to := td.dirs, td.override, td.from, td.to
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		cl := newClient(t, b)
-		if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, "mv"); err != nil {
-			t.Fatal(err)
-		}
-		from := dirOf(t, dirs, "mv", 0)
-		to := dirs[0]
-		if from == to {
-			to = dirs[1]
-		}
-		if code := alterLogDir(t, cl, filepath.Join(root, "nowhere"), "mv"); code != kerr.LogDirNotFound.Code {
+		if code := alterLogDir(t, cl, filepath.Join(filepath.Dir(from), "nowhere"), "mv"); code != kerr.LogDirNotFound.Code {
 			t.Errorf("move to a dir not in log.dirs: error %d; want LOG_DIR_NOT_FOUND (57)", code)
 		}
 		if code := alterLogDir(t, cl, to, "no-such-topic"); code != kerr.UnknownTopicOrPartition.Code {
@@ -483,8 +501,8 @@ func TestLogDirOffline(t *testing.T) {
 
 // TestFinishMoves checks what a start does with the directories of moves a crash interrupted:
 // a copy whose partition has no current directory (the crash came between the two renames of
-// the swap) becomes the partition's directory; a copy beside a current directory, and replaced
-// logs, are removed.
+// the swap) becomes the partition's directory; a copy beside a current directory is returned
+// to be resumed, a second copy of the same partition removed, and replaced logs removed.
 func TestFinishMoves(t *testing.T) {
 	root := t.TempDir()
 	a, c := &logDir{path: filepath.Join(root, "a")}, &logDir{path: filepath.Join(root, "b")}
@@ -498,9 +516,15 @@ func TestFinishMoves(t *testing.T) {
 	mk(c, "swapped.t-0."+id+futureDirSuffix)
 	mk(a, "kept-1")
 	mk(c, "kept-1."+id+futureDirSuffix)
+	mk(c, "kept-1.fedcba9876543210fedcba9876543210"+futureDirSuffix)
 	mk(c, "not-a-move-2.future")
-	if err := finishMoves([]*logDir{a, c}, slog.New(slog.DiscardHandler)); err != nil {
+	resume, err := finishMoves([]*logDir{a, c}, slog.New(slog.DiscardHandler))
+	if err != nil {
 		t.Fatal(err)
+	}
+	want := []futureLog{{dir: c, path: filepath.Join(c.path, "kept-1."+id+futureDirSuffix), part: "kept-1"}}
+	if !slices.Equal(resume, want) {
+		t.Errorf("moves to resume: %+v; want %+v", resume, want)
 	}
 	names := func(d *logDir) []string {
 		ents, err := os.ReadDir(d.path)
@@ -516,7 +540,7 @@ func TestFinishMoves(t *testing.T) {
 	if got, want := names(a), []string{"kept-1"}; !slices.Equal(got, want) {
 		t.Errorf("first dir holds %v; want %v", got, want)
 	}
-	if got, want := names(c), []string{"not-a-move-2.future", "swapped.t-0"}; !slices.Equal(got, want) {
+	if got, want := names(c), []string{"kept-1." + id + futureDirSuffix, "not-a-move-2.future", "swapped.t-0"}; !slices.Equal(got, want) {
 		t.Errorf("second dir holds %v; want %v", got, want)
 	}
 	if _, err := os.Stat(filepath.Join(c.path, "swapped.t-0", "x")); err != nil {
@@ -531,7 +555,7 @@ func TestFinishMoves(t *testing.T) {
 // acknowledged before and after is read back, in order.
 func TestLogDirOfflineMovesLeadership(t *testing.T) {
 	bs, ctx, _ := replicatedCluster(t, "fo", 1, nil)
-	cl := newClient(t, bs[0], clusterSeeds(bs), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MetadataMinAge(100*time.Millisecond),
+	cl := newClient(t, bs[0], clusterSeeds(bs), kgo.DefaultProduceTopic("fo"), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MetadataMinAge(100*time.Millisecond),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }))
 	var oldLeader *Broker
 	testutil.WaitFor(t, 20*time.Second, func() error {
@@ -546,15 +570,7 @@ func TestLogDirOfflineMovesLeadership(t *testing.T) {
 		}
 		return nil
 	})
-	produce := func(from, to int) {
-		t.Helper()
-		for i := from; i < to; i++ {
-			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "fo", Value: fmt.Appendf(nil, "v%d", i)}).FirstErr(); err != nil {
-				t.Fatalf("produce %d: %v", i, err)
-			}
-		}
-	}
-	produce(0, 100)
+	produceValues(ctx, t, cl, 0, 100)
 	p := oldLeader.parts.Load().lookup("fo", 0)
 	oldLeader.failDir(p.dir.Load(), fmt.Errorf("write %s: %w", p.log().Dir(), unix.EIO))
 	var newLeader *Broker
@@ -571,11 +587,11 @@ func TestLogDirOfflineMovesLeadership(t *testing.T) {
 		}
 		return nil
 	})
-	produce(100, 200)
+	produceValues(ctx, t, cl, 100, 200)
 	got := readAcked(t, newLeader, "fo", 200)
 	for i, v := range got[:200] {
-		if v != fmt.Sprintf("v%d", i) {
-			t.Fatalf("offset %d holds %q; want v%d", i, v, i)
+		if v != strconv.Itoa(i) {
+			t.Fatalf("offset %d holds %q; want %d", i, v, i)
 		}
 	}
 }
@@ -663,5 +679,45 @@ func TestFormatStorageEveryDir(t *testing.T) {
 	cfg.LogDirs = append(cfg.LogDirs, filepath.Join(root, "other"))
 	if err := FormatStorage(cfg, meta.NewUUID().String()); err == nil {
 		t.Fatalf("format with another cluster id: no error; want the formatted dirs refused")
+	}
+}
+
+// TestAlterReplicaLogDirsResumes restarts a broker with the copy of a move in progress (a
+// copy of the partition's directory taken while it was written to, then left behind by 100
+// more records) in the other dir: the move goes on from the copy and finishes, and every
+// acknowledged record is read back in order from the target dir.
+func TestAlterReplicaLogDirsResumes(t *testing.T) {
+	b, td := startTwoDirs(t, "netpoll", "rs")
+	dirs, override, from, to := td.dirs, td.override, td.from, td.to
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := newClient(t, b, kgo.DefaultProduceTopic("rs"))
+	produceValues(ctx, t, cl, 0, 100)
+	future := filepath.Join(to, "rs-0.0123456789abcdef0123456789abcdef"+futureDirSuffix)
+	if err := os.CopyFS(future, os.DirFS(partitionDir(from, "rs", 0))); err != nil {
+		t.Fatal(err)
+	}
+	produceValues(ctx, t, cl, 100, 200)
+	b.Shutdown(context.Background())
+
+	b = startBroker(t, "netpoll", dirs[0], override)
+	testutil.WaitFor(t, 20*time.Second, func() error {
+		p := b.parts.Load().lookup("rs", 0)
+		if p.dir.Load().path != to || p.move.Load() != nil {
+			return fmt.Errorf("rs-0 in %s, move in progress %v; want it moved to %s", p.dir.Load().path, p.move.Load() != nil, to)
+		}
+		return nil
+	})
+	if got := dirOf(t, dirs, "rs", 0); got != to {
+		t.Fatalf("rs-0 is in %s after the resumed move; want %s", got, to)
+	}
+	if _, err := os.Stat(future); err == nil {
+		t.Fatalf("the copy %s is left after the move", future)
+	}
+	got := readAcked(t, b, "rs", 200)
+	for i, v := range got[:200] {
+		if v != strconv.Itoa(i) {
+			t.Fatalf("offset %d holds %q; want %d", i, v, i)
+		}
 	}
 }

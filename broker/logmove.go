@@ -9,15 +9,19 @@ package broker
 // lock: the copy is closed (flushed), the old log closed and renamed to
 // <topic>-<partition>.<uuid>-delete, the copy renamed to <topic>-<partition> and reopened, and
 // the old directory removed. A crash between the two renames is finished on the next start
-// (finishMoves); a crash before drops the copy, and the move must be asked again.
+// (finishMoves); after a restart before, the move goes on from the copy as far as it got
+// (resumeMoves), as Kafka resumes its future logs.
 
 import (
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 
+	"ringbroker/broker/meta"
 	"ringbroker/internal/fsutil"
 	rlog "ringbroker/log"
 )
@@ -60,12 +64,54 @@ func (b *Broker) startMove(p *partition, to *logDir) error {
 		b.noteStorageError(to, err)
 		return fmt.Errorf("move %s-%d: create future log: %w", p.topic, p.index, err)
 	}
+	b.logger.Info("moving partition log", "topic", p.topic, "partition", p.index, "from", p.dir.Load().path, "to", to.path)
+	b.goMove(p, to, f)
+	return nil
+}
+
+// goMove runs the move of p's log to dir to, copying into f.
+func (b *Broker) goMove(p *partition, to *logDir, f *rlog.Log) {
 	m := &logMove{to: to, future: f, stop: make(chan struct{}), done: make(chan struct{})}
 	p.move.Store(m)
-	b.logger.Info("moving partition log", "topic", p.topic, "partition", p.index, "from", p.dir.Load().path, "to", to.path)
 	b.bg.Add(1)
 	go b.runMove(p, m)
-	return nil
+}
+
+// resumeMoves goes on with the moves a restart interrupted, from their copies: a copy whose
+// partition is not held here, is offline, already lives in the copy's dir or belongs to an
+// earlier topic of the same name is removed instead. A copy is recovered in full when opened,
+// as nothing says how far it was flushed.
+func (b *Broker) resumeMoves(futures []futureLog) {
+	tbl := b.parts.Load()
+	for _, fl := range futures {
+		var p *partition
+		if i := strings.LastIndexByte(fl.part, '-'); i > 0 {
+			if index, err := strconv.ParseInt(fl.part[i+1:], 10, 32); err == nil {
+				p = tbl.lookup(fl.part[:i], int32(index))
+			}
+		}
+		id, ok := readPartitionTopicID(fl.path)
+		var t *meta.Topic
+		if p != nil {
+			t = b.meta.Image().TopicsByID[p.topicID]
+		}
+		if p == nil || t == nil || !ok || id != p.topicID || p.offline() || fl.dir.offline() || p.dir.Load() == fl.dir {
+			b.logger.Info("removing the copy of a log dir move that cannot go on", "dir", fl.path)
+			if err := os.RemoveAll(fl.path); err != nil {
+				b.logger.Warn("remove the copy of a log dir move", "dir", fl.path, "err", err)
+			}
+			continue
+		}
+		f, err := rlog.Open(fl.path, b.logConfigFor(t), rlog.Options{TopicID: p.topicID, Topic: p.topic, Partition: p.index,
+			Logger: b.logger, Writeback: b.writeback, OnFlush: b.metrics.flushed})
+		if err != nil {
+			b.noteStorageError(fl.dir, err)
+			b.logger.Error("reopen the copy of a log dir move", "dir", fl.path, "err", err)
+			continue
+		}
+		b.logger.Info("resuming a log dir move", "topic", p.topic, "partition", p.index, "to", fl.dir.path, "copied_to", f.LogEndOffset())
+		b.goMove(p, fl.dir, f)
+	}
 }
 
 // read is Log.Read of p's log, again on the new log when a move replaced it meanwhile.
