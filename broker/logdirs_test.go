@@ -373,19 +373,23 @@ func TestAlterReplicaLogDirsNotHeld(t *testing.T) {
 }
 
 // TestLogDirOffline runs a broker with two log dirs, the second a small tmpfs, and fills the
-// tmpfs: the produce that does not fit is KAFKA_STORAGE_ERROR and takes that dir offline, so its
-// partition answers KAFKA_STORAGE_ERROR to produce and fetch and has no leader in Metadata
-// and DescribeTopicPartitions,
-// DescribeLogDirs reports the dir KAFKA_STORAGE_ERROR, a move to it is KAFKA_STORAGE_ERROR,
-// while the partition of the first dir keeps taking and serving records; after a restart with
-// space freed, every acknowledged record of both is readable.
+// tmpfs: the produce that does not fit is KAFKA_STORAGE_ERROR and takes that dir offline, so
+// its partition answers KAFKA_STORAGE_ERROR to produce and fetch and has no leader in Metadata
+// and DescribeTopicPartitions, DescribeLogDirs reports the dir KAFKA_STORAGE_ERROR, the
+// LogManager gauges count it offline, and a move to it is KAFKA_STORAGE_ERROR, while the
+// partition of the first dir keeps taking and serving records; after a restart with space
+// freed, every acknowledged record of both is readable.
 func TestLogDirOffline(t *testing.T) {
 	forBackends(t, func(t *testing.T, io string) {
 		good := filepath.Join(t.TempDir(), "good")
 		small := filepath.Join(mountTmpfs(t, 4<<20), "data")
 		override := "log.dirs=" + good + "," + small
-		b := startBroker(t, io, good, override)
+		b := startBroker(t, io, good, override, "metrics.listen=127.0.0.1:0")
 		cl := newClient(t, b, kgo.RequestRetries(0))
+		if s := scrapeMetrics(t, b); s.must(t, "kafka_log_logmanager_offlinelogdirectorycount") != 0 ||
+			s.must(t, "kafka_log_logmanager_logdirectoryoffline", "logDirectory", small) != 0 {
+			t.Fatalf("before the failure: offline log dir gauges not 0")
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		// The first topic goes to the first dir (a tie), the second to the other.
@@ -477,6 +481,12 @@ func TestLogDirOffline(t *testing.T) {
 		}
 		if d := described[good]; d.Err != nil || len(d.Topics["healthy"]) != 1 {
 			t.Errorf("DescribeLogDirs of the healthy dir: err %v, topics %v; want healthy-0", d.Err, d.Topics.Sorted())
+		}
+		s := scrapeMetrics(t, b)
+		if n, dirOff, goodOff := s.must(t, "kafka_log_logmanager_offlinelogdirectorycount"),
+			s.must(t, "kafka_log_logmanager_logdirectoryoffline", "logDirectory", small),
+			s.must(t, "kafka_log_logmanager_logdirectoryoffline", "logDirectory", good); n != 1 || dirOff != 1 || goodOff != 0 {
+			t.Errorf("offline log dirs %v, the full dir offline %v, the healthy one %v; want 1, 1, 0", n, dirOff, goodOff)
 		}
 		if code := alterLogDir(t, cl, small, "healthy"); code != kerr.KafkaStorageError.Code {
 			t.Errorf("move to the offline dir: error %d; want KAFKA_STORAGE_ERROR (56)", code)
