@@ -102,7 +102,7 @@ func openLogDirs(cfg *Config, clusterID string, logger *slog.Logger) ([]*logDir,
 		if _, err := ensureMetaProperties(abs, cfg.NodeID, clusterID); err != nil {
 			return nil, nil, err
 		}
-		id, err := directoryID(abs)
+		id, err := readDirectoryID(abs)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -131,31 +131,6 @@ func containsDir(dirs []*logDir, path string) bool {
 		}
 	}
 	return false
-}
-
-// directoryID reads directory.id from dir's meta.properties, adding a new one when the file
-// has none (written by an older version), as Kafka does on start.
-func directoryID(dir string) (meta.UUID, error) {
-	path := filepath.Join(dir, "meta.properties")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return meta.UUID{}, fmt.Errorf("read %s: %w", path, err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if k, v, ok := cutProperty(strings.TrimSpace(line)); ok && k == "directory.id" {
-			id, err := meta.ParseUUID(v)
-			if err != nil {
-				return meta.UUID{}, fmt.Errorf("%s: directory.id %q: %w", path, v, err)
-			}
-			return id, nil
-		}
-	}
-	id := meta.NewUUID()
-	content := strings.TrimRight(string(data), "\n") + "\ndirectory.id=" + id.String() + "\n"
-	if err := fsutil.WriteFileAtomic(path, []byte(content)); err != nil {
-		return meta.UUID{}, fmt.Errorf("add directory.id to %s: %w", path, err)
-	}
-	return id, nil
 }
 
 // readStartupState reads dir's clean-shutdown marker and checkpoints. A damaged checkpoint is

@@ -187,8 +187,8 @@ func (b *Broker) openMetadata(clusterID string, voters map[int32]string) (*meta.
 }
 
 // FormatStorage is the storage format step (as kafka-storage format): it writes
-// meta.properties with clusterID and a directory.id of its own into every log dir. A dir already formatted with the
-// same cluster id is left alone; another cluster id is an error.
+// meta.properties with clusterID and a directory.id of its own into every log dir. A dir
+// already formatted with the same cluster id is left alone; another cluster id is an error.
 func FormatStorage(cfg Config, clusterID string) error {
 	if _, err := meta.ParseUUID(clusterID); err != nil {
 		return fmt.Errorf("cluster id: %w", err)
