@@ -22,10 +22,12 @@ package broker
 // below min.insync.replicas). In group-commit mode (topic config flush.group.commit)
 // acks=1 and acks=-1 answer only once a shared fsync covers the appended batches; the handler
 // returns at once and the flusher goroutine sends the response (KAFKA_STORAGE_ERROR for a
-// partition whose fsync failed); acks=0 starts the fsync without waiting. v13 names topics by
-// id. Runs on a handler worker; the record bytes are the request frame itself, stamped in place
-// and written from there, unless the topic's compression.type asks for another codec than the
-// batch's: then the batch is rewritten in that codec first (recompress.go).
+// partition whose fsync failed); acks=0 starts the fsync without waiting. A partition whose log
+// dir is offline is KAFKA_STORAGE_ERROR, and an append that fails in the file system takes its
+// dir offline (logdirs.go). v13 names topics by id. Runs on a handler worker; the record bytes
+// are the request frame itself, stamped in place and written from there, unless the topic's
+// compression.type asks for another codec than the batch's: then the batch is rewritten in
+// that codec first (recompress.go).
 
 import (
 	"errors"
@@ -148,12 +150,16 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 					msg = "the transaction coordinator did not verify this partition in the producer's transaction"
 					break
 				}
+				if p.offline() {
+					code, msg = kerr.KafkaStorageError, "the log dir of this partition is offline"
+					break
+				}
 				var upto int64
 				code, msg, upto = b.appendToPartition(p, &limits, rp.Records, req.Version, now, sp)
 				if code != nil {
 					break
 				}
-				if p.log.GroupCommit() {
+				if p.log().GroupCommit() {
 					waits = append(waits, produceWait{topic: i, partition: j, p: p, upto: upto, fsync: true})
 				}
 				if req.Acks == -1 && p.highWatermark() < upto {
@@ -172,7 +178,7 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 	if req.Acks == 0 {
 		for _, w := range waits {
 			if w.fsync {
-				w.p.log.SyncAsync(w.upto, b.afterSync(w.p))
+				w.p.log().SyncAsync(w.upto, b.afterSync(w.p))
 			}
 		}
 		if anyErr {
@@ -214,7 +220,9 @@ func (b *Broker) afterSync(p *partition) func(error) {
 		if err == nil {
 			p.afterLeaderAppend(b.cfg.NodeID)
 			p.wakeWaiters()
+			return
 		}
+		b.noteStorageError(p.dir.Load(), err)
 	}
 }
 
@@ -272,7 +280,7 @@ func (b *Broker) respondWhenDone(waits []produceWait, timeout time.Duration, fai
 	for i, w := range waits {
 		if w.fsync {
 			after := b.afterSync(w.p)
-			w.p.log.SyncAsync(w.upto, func(err error) {
+			w.p.log().SyncAsync(w.upto, func(err error) {
 				after(err)
 				switch {
 				case errors.Is(err, rlog.ErrTruncated):
@@ -371,9 +379,10 @@ func (b *Broker) appendToPartition(p *partition, limits *produceLimits, records 
 		return code, msg, 0
 	}
 	p.appendMu.Lock()
-	res, err := p.log.Append(records)
+	res, err := p.log().Append(records)
 	p.appendMu.Unlock()
 	if err != nil {
+		b.noteStorageError(p.dir.Load(), err)
 		return appendErrorCode(err), err.Error(), 0
 	}
 	sp.BaseOffset = res.BaseOffset

@@ -30,7 +30,8 @@ package broker
 // replica fetch from a broker that is not one of the partition's replicas is
 // NOT_LEADER_OR_FOLLOWER, as Kafka answers an unknown follower. A follower fetch of a replica
 // listed in leader.replication.throttled.replicas is held to leader.replication.throttled.rate
-// while the follower is out of the ISR: over the rate, the partition returns no records.
+// while the follower is out of the ISR: over the rate, the partition returns no records. A
+// partition whose log dir is offline is KAFKA_STORAGE_ERROR (logdirs.go).
 // Authorization, as Kafka's: a consumer's partitions of a topic it may not READ, and every
 // partition of a follower without CLUSTER_ACTION on the cluster, are TOPIC_AUTHORIZATION_FAILED
 // (after UNKNOWN_TOPIC_ID); they stay in a session like any partition with an error.
@@ -221,9 +222,9 @@ func (f *fetchOp) run() {
 func (f *fetchOp) readLimit(p *partition) int64 {
 	switch {
 	case f.replica >= 0:
-		return p.log.LogEndOffset()
+		return p.log().LogEndOffset()
 	case f.req.IsolationLevel == 1:
-		return p.log.LastStableOffset(p.highWatermark())
+		return p.log().LastStableOffset(p.highWatermark())
 	}
 	return p.highWatermark()
 }
@@ -546,14 +547,17 @@ func (a *fetchAttempt) read(topic *meta.Topic, name string, index int32, pf part
 			// (one a reassignment removed, say) is not a known follower.
 			fp.ErrorCode = kerr.NotLeaderForPartition.Code
 			p = nil
+		} else if p.offline() {
+			fp.ErrorCode = kerr.KafkaStorageError.Code
+			p = nil
 		}
 	}
 	if p == nil {
 		a.anyErr = true
 		return fp, nil
 	}
-	hw, leo := p.highWatermark(), p.log.LogEndOffset()
-	lso := p.log.LastStableOffset(hw)
+	hw, leo := p.highWatermark(), p.log().LogEndOffset()
+	lso := p.log().LastStableOffset(hw)
 	upto := hw
 	if f.replica >= 0 {
 		upto = leo
@@ -562,7 +566,7 @@ func (a *fetchAttempt) read(topic *meta.Topic, name string, index int32, pf part
 	}
 	a.touched = append(a.touched, p)
 	a.seen = append(a.seen, upto)
-	fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset = hw, lso, p.log.LogStartOffset()
+	fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset = hw, lso, p.log().LogStartOffset()
 	if pf.fetchOffset < fp.LogStartOffset || pf.fetchOffset > leo {
 		fp.ErrorCode = kerr.OffsetOutOfRange.Code
 		a.anyErr = true
@@ -571,7 +575,7 @@ func (a *fetchAttempt) read(topic *meta.Topic, name string, index int32, pf part
 	if req.Version >= 12 && pf.lastFetchedEpoch >= 0 {
 		// KIP-595/KIP-320: a fetcher whose last fetched epoch ends earlier here, or is
 		// not known here, diverged and is told where to truncate to.
-		ep, end := p.log.EndOffsetForEpoch(pf.lastFetchedEpoch)
+		ep, end := p.log().EndOffsetForEpoch(pf.lastFetchedEpoch)
 		if ep < pf.lastFetchedEpoch || end < pf.fetchOffset {
 			fp.DivergingEpoch = &wire.FetchDivergingEpoch{Epoch: ep, EndOffset: end}
 			a.anyErr = true
@@ -582,7 +586,7 @@ func (a *fetchAttempt) read(topic *meta.Topic, name string, index int32, pf part
 	if f.replica >= 0 {
 		b.followerFetched(p, f.replica, f.replicaEpoch(), pf.fetchOffset, a.now)
 		fp.HighWatermark = p.highWatermark()
-		fp.LastStableOffset = p.log.LastStableOffset(fp.HighWatermark)
+		fp.LastStableOffset = p.log().LastStableOffset(fp.HighWatermark)
 		// A throttled replica's bytes count against the leader's throttle; a follower out of
 		// the ISR gets none while the throttle is exceeded (quota.go).
 		throttled = b.quotas.leader.bounded() && p.throttledReplica(a.im, leaderThrottledReplicas, b.cfg.NodeID)
@@ -590,7 +594,7 @@ func (a *fetchAttempt) read(topic *meta.Topic, name string, index int32, pf part
 			return fp, nil
 		}
 	} else {
-		p.log.NoteReader(pf.fetchOffset, a.now)
+		p.log().NoteReader(pf.fetchOffset, a.now)
 	}
 	limit := int(pf.maxBytes)
 	if room := a.maxBytes - a.total; room < limit {
@@ -599,7 +603,7 @@ func (a *fetchAttempt) read(topic *meta.Topic, name string, index int32, pf part
 	if pf.fetchOffset >= upto || limit <= 0 && a.total > 0 {
 		return fp, nil
 	}
-	rr, err := p.log.Read(pf.fetchOffset, max(limit, 0), upto, a.total == 0)
+	rr, err := p.read(pf.fetchOffset, max(limit, 0), upto, a.total == 0)
 	if err != nil {
 		if errors.Is(err, rlog.ErrOffsetOutOfRange) {
 			fp.ErrorCode = kerr.OffsetOutOfRange.Code

@@ -6,8 +6,9 @@ package broker
 // last stable offset for isolation read_committed), -4 the earliest local
 // offset (the log start: there is no tiered storage); a timestamp >= 0 finds the first batch whose
 // max timestamp is at or after it, through the time index. Partitions are checked against the
-// client's current leader epoch. A topic the principal may not DESCRIBE answers
-// TOPIC_AUTHORIZATION_FAILED for each of its partitions, as Kafka's.
+// client's current leader epoch; a partition whose log dir is offline is KAFKA_STORAGE_ERROR. A
+// topic the principal may not DESCRIBE answers TOPIC_AUTHORIZATION_FAILED for each of its
+// partitions, as Kafka's.
 //
 // Version notes: v7 adds -3 (max timestamp), the last offset of the batch with the largest
 // timestamp; -5 and -6 (tiered-storage offsets, v9 and v11) answer -1 as Kafka does without
@@ -52,22 +53,24 @@ func handleListOffsets(b *Broker, rc *reqCtx, r kmsg.Request) {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case checkLeaderEpoch(topic, rp.Partition, rp.CurrentLeaderEpoch) != nil:
 				sp.ErrorCode = checkLeaderEpoch(topic, rp.Partition, rp.CurrentLeaderEpoch).Code
+			case p.offline():
+				sp.ErrorCode = kerr.KafkaStorageError.Code
 			default:
 				sp.LeaderEpoch = leaderEpochOf(topic, rp.Partition)
 				switch ts := rp.Timestamp; {
 				case ts == -2 || ts == -4:
-					sp.Offset = p.log.LogStartOffset()
+					sp.Offset = p.log().LogStartOffset()
 				case ts == -1 && req.IsolationLevel == 1:
-					sp.Offset = p.log.LastStableOffset(p.highWatermark())
+					sp.Offset = p.log().LastStableOffset(p.highWatermark())
 				case ts == -1:
 					sp.Offset = p.highWatermark()
 				case ts == -3:
-					if off, t, ok := p.log.MaxTimestampOffset(); ok {
+					if off, t, ok := p.log().MaxTimestampOffset(); ok {
 						sp.Offset, sp.Timestamp = off, t
 					}
 				case ts == -5 || ts == -6:
 				case ts >= 0:
-					off, t, ok := p.log.OffsetForTimestamp(ts)
+					off, t, ok := p.log().OffsetForTimestamp(ts)
 					if ok {
 						sp.Offset, sp.Timestamp = off, t
 					}

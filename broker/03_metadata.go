@@ -96,12 +96,12 @@ func handleMetadata(b *Broker, rc *reqCtx, r kmsg.Request) {
 		// Topics the principal may not DESCRIBE are left out, as if they did not exist.
 		for _, name := range im.SortedTopicNames() {
 			if describable.may(name) {
-				resp.Topics = append(resp.Topics, withOps(metadataTopic(im.Topics[name]), name))
+				resp.Topics = append(resp.Topics, withOps(b.metadataTopic(im.Topics[name]), name))
 			}
 		}
 	} else {
 		for _, t := range req.Topics {
-			resp.Topics = append(resp.Topics, requestedTopic(im, t, &describable, createDenied, withOps))
+			resp.Topics = append(resp.Topics, b.requestedTopic(im, t, &describable, createDenied, withOps))
 		}
 	}
 	rc.respond(resp)
@@ -113,7 +113,7 @@ func handleMetadata(b *Broker, rc *reqCtx, r kmsg.Request) {
 // existence is not disclosed; one it would have auto-created but may not CREATE is
 // TOPIC_AUTHORIZATION_FAILED too; an unknown name is INVALID_TOPIC_EXCEPTION or
 // UNKNOWN_TOPIC_OR_PARTITION.
-func requestedTopic(im *meta.Image, t kmsg.MetadataRequestTopic, describable *topicNames, createDenied map[string]bool,
+func (b *Broker) requestedTopic(im *meta.Image, t kmsg.MetadataRequestTopic, describable *topicNames, createDenied map[string]bool,
 	withOps func(kmsg.MetadataResponseTopic, string) kmsg.MetadataResponseTopic) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	if t.Topic == nil {
@@ -127,7 +127,7 @@ func requestedTopic(im *meta.Image, t kmsg.MetadataRequestTopic, describable *to
 			mt.TopicID, mt.ErrorCode = t.TopicID, kerr.TopicAuthorizationFailed.Code
 			return mt
 		}
-		return withOps(metadataTopic(topic), topic.Name)
+		return withOps(b.metadataTopic(topic), topic.Name)
 	}
 	name := *t.Topic
 	mt.Topic = t.Topic
@@ -148,7 +148,7 @@ func requestedTopic(im *meta.Image, t kmsg.MetadataRequestTopic, describable *to
 		}
 		return withOps(mt, name)
 	}
-	return withOps(metadataTopic(topic), name)
+	return withOps(b.metadataTopic(topic), name)
 }
 
 // metadataBrokers lists the registered brokers at their endpoints of listener (a broker
@@ -187,8 +187,11 @@ func (b *Broker) metadataBrokers(im *meta.Image, listener string) []kmsg.Metadat
 	return out
 }
 
-// metadataTopic is the Metadata answer for topic t.
-func metadataTopic(t *meta.Topic) kmsg.MetadataResponseTopic {
+// metadataTopic is the Metadata answer for topic t. This broker's replicas in an offline log
+// dir are listed as offline replicas, and a partition it leads from one has no leader, as the
+// controller makes it in Kafka once the broker reports the dir offline.
+func (b *Broker) metadataTopic(t *meta.Topic) kmsg.MetadataResponseTopic {
+	tbl := b.parts.Load()
 	mt := kmsg.NewMetadataResponseTopic()
 	mt.Topic = kmsg.StringPtr(t.Name)
 	mt.TopicID = t.ID
@@ -196,17 +199,29 @@ func metadataTopic(t *meta.Topic) kmsg.MetadataResponseTopic {
 	for _, p := range t.Partitions {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p.Index
-		mp.Leader = p.Leader
-		if p.Leader < 0 {
+		mp.Leader, mp.OfflineReplicas = b.offlineView(tbl, t.ID, p)
+		if mp.Leader < 0 {
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
 		}
 		mp.LeaderEpoch = p.LeaderEpoch
 		mp.Replicas = p.Replicas
 		mp.ISR = p.ISR
-		mp.OfflineReplicas = []int32{}
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt
+}
+
+// offlineView is partition p's leader and offline replicas as this broker answers them: its own
+// replica of p in an offline log dir is offline, and when it leads p, p has no leader.
+func (b *Broker) offlineView(tbl *partitionTable, topic meta.UUID, p meta.Partition) (leader int32, offline []int32) {
+	leader, offline = p.Leader, []int32{}
+	if lp := tbl.lookupID(topic, p.Index); lp != nil && lp.offline() {
+		offline = []int32{b.cfg.NodeID}
+		if p.Leader == b.cfg.NodeID {
+			leader = -1
+		}
+	}
+	return leader, offline
 }
 
 // isInternalTopic reports Kafka's internal topics.

@@ -67,8 +67,8 @@ func handleDeleteRecords(b *Broker, rc *reqCtx, r kmsg.Request) {
 					sp.ErrorCode = kerr.OffsetOutOfRange.Code
 					break
 				}
-				before := p.log.LogStartOffset()
-				low, err := p.log.DeleteRecordsBefore(offset)
+				before := p.log().LogStartOffset()
+				low, err := p.log().DeleteRecordsBefore(offset)
 				if err != nil {
 					sp.ErrorCode = deleteRecordsErrorCode(err).Code
 					if !errors.Is(err, rlog.ErrOffsetOutOfRange) && !errors.Is(err, rlog.ErrPolicyViolation) {
@@ -84,7 +84,7 @@ func handleDeleteRecords(b *Broker, rc *reqCtx, r kmsg.Request) {
 		resp.Topics = append(resp.Topics, st)
 	}
 	if moved {
-		if err := b.writeLogStarts(); err != nil {
+		if err := b.writeCheckpoints(); err != nil {
 			b.logger.Error("write log-start-offset checkpoint after DeleteRecords", "err", err)
 		}
 	}

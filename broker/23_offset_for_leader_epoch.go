@@ -54,7 +54,7 @@ func handleOffsetForLeaderEpoch(b *Broker, rc *reqCtx, r kmsg.Request) {
 			case checkLeaderEpoch(topic, rp.Partition, rp.CurrentLeaderEpoch) != nil:
 				sp.ErrorCode = checkLeaderEpoch(topic, rp.Partition, rp.CurrentLeaderEpoch).Code
 			default:
-				sp.LeaderEpoch, sp.EndOffset = p.log.EndOffsetForEpoch(rp.LeaderEpoch)
+				sp.LeaderEpoch, sp.EndOffset = p.log().EndOffsetForEpoch(rp.LeaderEpoch)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}

@@ -120,7 +120,7 @@ func (b *Broker) writeTxnMarkers(req *kmsg.WriteTxnMarkersRequest, respond func(
 					sp.ErrorCode = code.Code
 					continue
 				}
-				if p.log.GroupCommit() {
+				if p.log().GroupCommit() {
 					waits = append(waits, produceWait{p: p, upto: upto, fsync: true})
 					places = append(places, [3]int{i, j, k})
 				}
@@ -160,9 +160,10 @@ func (b *Broker) appendTxnMarker(p *partition, m *kmsg.WriteTxnMarkersRequestMar
 		return kerr.UnknownServerError, 0
 	}
 	p.appendMu.Lock()
-	res, err := p.log.Append(batch)
+	res, err := p.log().Append(batch)
 	p.appendMu.Unlock()
 	if err != nil {
+		b.noteStorageError(p.dir.Load(), err)
 		code := appendErrorCode(err)
 		if code == kerr.KafkaStorageError && !errors.Is(err, rlog.ErrClosed) {
 			b.logger.Error("append transaction marker", "topic", p.topic, "partition", p.index, "producer_id", m.ProducerID, "err", err)

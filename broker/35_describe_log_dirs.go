@@ -5,12 +5,13 @@ package broker
 // Behavior: one entry per configured log dir (log.dirs, by absolute path, in config order), each
 // with the partition replicas this broker holds in it, leader or follower: the size of the
 // partition's segments in bytes, the offset lag (high watermark minus log end offset, at least 0,
-// Kafka's figure for a current replica) and IsFuture false, as ringbroker never moves a replica
-// between dirs. Partitions live in the first dir, so the others are reported empty. Null topics
-// ask for every partition; a requested partition this broker does not hold is left out, and a
-// topic left with no partitions too. A dir that cannot be examined (removed, not a directory,
-// an I/O error) is answered KAFKA_STORAGE_ERROR with no topics, as Kafka answers an offline dir.
-// kafka-log-dirs (LogDirsCommand) asks every broker with null topics.
+// Kafka's figure for a current replica) and IsFuture false; a replica being moved to the dir
+// (AlterReplicaLogDirs) is listed there too with IsFuture true, the bytes copied so far and as
+// lag the offsets left to copy (the current log's end minus the copy's). Null topics ask for
+// every partition; a requested partition this broker does not hold is left out, and a topic
+// left with no partitions too. A dir that is offline after an I/O error, or that cannot be
+// examined (removed, not a directory), is answered KAFKA_STORAGE_ERROR with no topics, as Kafka
+// answers an offline dir. kafka-log-dirs (LogDirsCommand) asks every broker with null topics.
 //
 // A principal without DESCRIBE on the cluster gets no dirs and CLUSTER_AUTHORIZATION_FAILED, as
 // Kafka's.
@@ -24,7 +25,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -45,38 +45,32 @@ func handleDescribeLogDirs(b *Broker, rc *reqCtx, r kmsg.Request) {
 		rc.respond(resp)
 		return
 	}
-	held := heldReplicas(b.parts.Load(), req.Topics)
-	seen := map[string]bool{}
-	for i, d := range b.cfg.LogDirs {
-		abs, err := filepath.Abs(d)
-		if err != nil {
-			abs = d
-		}
-		if seen[abs] {
+	tbl := b.parts.Load()
+	for _, d := range b.dirs {
+		rd := kmsg.NewDescribeLogDirsResponseDir()
+		rd.Dir = d.path
+		if d.offline() {
+			rd.ErrorCode = kerr.KafkaStorageError.Code
+			resp.Dirs = append(resp.Dirs, rd)
 			continue
 		}
-		seen[abs] = true
-		rd := kmsg.NewDescribeLogDirsResponseDir()
-		rd.Dir = abs
-		total, usable, err := dirSpace(abs)
+		total, usable, err := dirSpace(d.path)
 		if err != nil {
-			b.logger.Warn("describe log dir", "dir", abs, "err", err)
+			b.logger.Warn("describe log dir", "dir", d.path, "err", err)
 			rd.ErrorCode = kerr.KafkaStorageError.Code
 			resp.Dirs = append(resp.Dirs, rd)
 			continue
 		}
 		rd.TotalBytes, rd.UsableBytes = total, usable
-		if i == 0 {
-			rd.Topics = held
-		}
+		rd.Topics = heldReplicas(tbl, d, req.Topics)
 		resp.Dirs = append(resp.Dirs, rd)
 	}
 	rc.respond(resp)
 }
 
-// heldReplicas describes the partitions of tbl that topics asks for (nil: all), by topic name
-// and partition index; topics this broker holds none of are left out.
-func heldReplicas(tbl *partitionTable, topics []kmsg.DescribeLogDirsRequestTopic) []kmsg.DescribeLogDirsResponseDirTopic {
+// heldReplicas describes the partitions of tbl in dir d, current or future, that topics asks
+// for (nil: all), by topic name and partition index; topics with none are left out.
+func heldReplicas(tbl *partitionTable, d *logDir, topics []kmsg.DescribeLogDirsRequestTopic) []kmsg.DescribeLogDirsResponseDirTopic {
 	var want map[string]map[int32]bool
 	if topics != nil {
 		want = map[string]map[int32]bool{}
@@ -100,11 +94,22 @@ func heldReplicas(tbl *partitionTable, topics []kmsg.DescribeLogDirsRequestTopic
 			if p == nil || (want != nil && !want[name][p.index]) {
 				continue
 			}
-			rp := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
-			rp.Partition = p.index
-			rp.Size = p.log.Size()
-			rp.OffsetLag = max(p.highWatermark()-p.log.LogEndOffset(), 0)
-			rt.Partitions = append(rt.Partitions, rp)
+			l := p.log()
+			if p.dir.Load() == d {
+				rp := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
+				rp.Partition = p.index
+				rp.Size = l.Size()
+				rp.OffsetLag = max(p.highWatermark()-l.LogEndOffset(), 0)
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			if m := p.move.Load(); m != nil && m.to == d {
+				rp := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
+				rp.Partition = p.index
+				rp.Size = m.future.Size()
+				rp.OffsetLag = max(l.LogEndOffset()-m.future.LogEndOffset(), 0)
+				rp.IsFuture = true
+				rt.Partitions = append(rt.Partitions, rp)
+			}
 		}
 		if len(rt.Partitions) > 0 {
 			out = append(out, rt)

@@ -19,9 +19,10 @@ import (
 )
 
 // TestDescribeLogDirs runs a broker with three log dirs, produces to some partitions, removes the
-// third dir and checks what DescribeLogDirs reports: every partition in the first dir with its
-// size equal to its segment files on disk, the second dir empty, the third KAFKA_STORAGE_ERROR,
-// and requested topics and partitions filtering the answer.
+// third dir and checks what DescribeLogDirs reports: the four partitions spread over the dirs by
+// Kafka's rule (each new one to the dir with the fewest), each described in the dir holding its
+// directory with its size equal to its segment files on disk, the removed dir
+// KAFKA_STORAGE_ERROR, and requested topics and partitions filtering the answer.
 func TestDescribeLogDirs(t *testing.T) {
 	forBackends(t, func(t *testing.T, io string) {
 		root := t.TempDir()
@@ -31,8 +32,11 @@ func TestDescribeLogDirs(t *testing.T) {
 		defer cancel()
 		cl := newClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 		adm := kadm.NewClient(cl)
-		for topic, n := range map[string]int32{"ld": 3, "other": 1} {
-			if _, err := adm.CreateTopic(ctx, n, 1, nil, topic); err != nil {
+		for _, tc := range []struct {
+			topic string
+			n     int32
+		}{{"ld", 3}, {"other", 1}} {
+			if _, err := adm.CreateTopic(ctx, tc.n, 1, nil, tc.topic); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -45,6 +49,31 @@ func TestDescribeLogDirs(t *testing.T) {
 				}
 			}
 		}
+		// Where each partition's directory is, and the bytes of its segments, before the third
+		// dir goes.
+		wantParts := map[string][]int32{"ld": {0, 1, 2}, "other": {0}}
+		where, sizes, perDir := map[string]string{}, map[string]int64{}, map[string]int{}
+		for topic, idxs := range wantParts {
+			for _, i := range idxs {
+				name := fmt.Sprintf("%s-%d", topic, i)
+				for _, d := range dirs {
+					if _, err := os.Stat(partitionDir(d, topic, i)); err == nil {
+						if where[name] != "" {
+							t.Fatalf("%s has a directory in %s and in %s", name, where[name], d)
+						}
+						where[name] = d
+						sizes[name] = brokertest.SegmentBytes(t, partitionDir(d, topic, i))
+						perDir[d]++
+					}
+				}
+				if where[name] == "" {
+					t.Fatalf("%s has no directory in any log dir", name)
+				}
+			}
+		}
+		if perDir[dirs[0]] != 2 || perDir[dirs[1]] != 1 || perDir[dirs[2]] != 1 {
+			t.Fatalf("partitions per dir %v; want 2 in the first (ties go to the first) and 1 in each other", perDir)
+		}
 		if err := os.RemoveAll(dirs[2]); err != nil {
 			t.Fatal(err)
 		}
@@ -56,36 +85,31 @@ func TestDescribeLogDirs(t *testing.T) {
 		if len(all) != 3 {
 			t.Fatalf("described %d dirs, want 3: %+v", len(all), all)
 		}
-		first := all[dirs[0]]
-		if first.Err != nil || first.TotalBytes <= 0 || first.UsableBytes < 0 || first.UsableBytes > first.TotalBytes {
-			t.Fatalf("first dir: err %v, total %d, usable %d", first.Err, first.TotalBytes, first.UsableBytes)
-		}
-		wantParts := map[string][]int32{"ld": {0, 1, 2}, "other": {0}}
-		if len(first.Topics) != len(wantParts) {
-			t.Fatalf("first dir holds topics %v, want ld and other", first.Topics.Sorted())
-		}
-		for topic, idxs := range wantParts {
-			if len(first.Topics[topic]) != len(idxs) {
-				t.Fatalf("%s: %d partitions described, want %d", topic, len(first.Topics[topic]), len(idxs))
+		for _, d := range dirs[:2] {
+			ld := all[d]
+			if ld.Err != nil || ld.TotalBytes <= 0 || ld.UsableBytes < 0 || ld.UsableBytes > ld.TotalBytes {
+				t.Fatalf("dir %s: err %v, total %d, usable %d", d, ld.Err, ld.TotalBytes, ld.UsableBytes)
 			}
-			for _, i := range idxs {
-				p, ok := first.Topics[topic][i]
-				if !ok {
-					t.Fatalf("%s-%d not described", topic, i)
-				}
-				want := brokertest.SegmentBytes(t, partitionDir(dirs[0], topic, i))
-				if p.Size != want || p.OffsetLag != 0 || p.IsFuture {
-					t.Errorf("%s-%d: size %d, lag %d, future %v; want size %d (the .log files), lag 0, not future",
-						topic, i, p.Size, p.OffsetLag, p.IsFuture, want)
-				}
-				if empty := topic == "ld" && i == 2; (p.Size == 0) != empty {
-					t.Errorf("%s-%d: size %d", topic, i, p.Size)
+			described := 0
+			for topic, ps := range ld.Topics {
+				for i, p := range ps {
+					name := fmt.Sprintf("%s-%d", topic, i)
+					described++
+					if where[name] != d {
+						t.Errorf("%s described in %s; its directory is in %s", name, d, where[name])
+					}
+					if p.Size != sizes[name] || p.OffsetLag != 0 || p.IsFuture {
+						t.Errorf("%s: size %d, lag %d, future %v; want size %d (the .log files), lag 0, not future",
+							name, p.Size, p.OffsetLag, p.IsFuture, sizes[name])
+					}
+					if empty := name == "ld-2"; (p.Size == 0) != empty {
+						t.Errorf("%s: size %d", name, p.Size)
+					}
 				}
 			}
-		}
-		if second := all[dirs[1]]; second.Err != nil || len(second.Topics) != 0 || second.TotalBytes <= 0 {
-			t.Errorf("unused dir: err %v, topics %v, total %d; want no error, no topics, its file system's size",
-				second.Err, second.Topics.Sorted(), second.TotalBytes)
+			if described != perDir[d] {
+				t.Errorf("dir %s: %d partitions described; %d have their directory there", d, described, perDir[d])
+			}
 		}
 		if gone := all[dirs[2]]; !errorIs(gone.Err, kerr.KafkaStorageError) || len(gone.Topics) != 0 || gone.TotalBytes != -1 {
 			t.Errorf("removed dir: err %v, topics %v, total %d; want KAFKA_STORAGE_ERROR, no topics, -1",
@@ -97,9 +121,14 @@ func TestDescribeLogDirs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := filtered[dirs[0]].Topics
+		got := filtered[where["ld-1"]].Topics
 		if _, ok := got["ld"][1]; len(got) != 1 || len(got["ld"]) != 1 || !ok {
-			t.Errorf("asked for ld-1, ld-7 and missing-0: got %+v, want ld-1 only", got)
+			t.Errorf("asked for ld-1, ld-7 and missing-0: got %+v in %s, want ld-1 only", got, where["ld-1"])
+		}
+		for _, d := range dirs {
+			if d != where["ld-1"] && len(filtered[d].Topics) != 0 {
+				t.Errorf("asked for ld-1, ld-7 and missing-0: got %+v in %s, which does not hold ld-1", filtered[d].Topics, d)
+			}
 		}
 
 		// Every served version, with an empty (not null) topic list: no partitions.

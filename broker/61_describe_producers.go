@@ -79,7 +79,7 @@ func describePartitionProducers(sp *kmsg.DescribeProducersResponseTopicPartition
 		sp.ErrorCode = kerr.NotLeaderForPartition.Code
 		return
 	}
-	producers := p.log.ActiveProducers()
+	producers := p.log().ActiveProducers()
 	sp.ActiveProducers = make([]kmsg.DescribeProducersResponseTopicPartitionActiveProducer, len(producers))
 	for i, ps := range producers {
 		ap := &sp.ActiveProducers[i]

@@ -8,7 +8,8 @@ package broker
 // Authorization, as Kafka's DescribeTopicPartitionsRequestHandler: topics the principal may not
 // DESCRIBE are left out of an all-topics answer and, when named, answered
 // TOPIC_AUTHORIZATION_FAILED after the others; each described topic carries its authorized
-// operations.
+// operations. A partition this broker leads from an offline log dir has leader -1, as Kafka's
+// controller makes it; offline replicas are not listed, as Kafka 4.1 lists none here.
 //
 // Version notes: only v0 exists.
 
@@ -64,6 +65,7 @@ func handleDescribeTopicPartitions(b *Broker, rc *reqCtx, r kmsg.Request) {
 		}
 	}
 	count := 0
+	tbl := b.parts.Load()
 	for ti, name := range names {
 		t := im.Topics[name]
 		rt := kmsg.NewDescribeTopicPartitionsResponseTopic()
@@ -91,13 +93,13 @@ func handleDescribeTopicPartitions(b *Broker, rc *reqCtx, r kmsg.Request) {
 			p := t.Partitions[pi]
 			rp := kmsg.NewDescribeTopicPartitionsResponseTopicPartition()
 			rp.Partition = p.Index
-			rp.LeaderID = p.Leader
+			rp.LeaderID, _ = b.offlineView(tbl, t.ID, p)
+			rp.OfflineReplicas = []int32{}
 			rp.LeaderEpoch = p.LeaderEpoch
 			rp.Replicas = p.Replicas
 			rp.ISR = p.ISR
 			rp.EligibleLeaderReplicas = []int32{}
 			rp.LastKnownELR = []int32{}
-			rp.OfflineReplicas = []int32{}
 			rt.Partitions = append(rt.Partitions, rp)
 			count++
 		}

@@ -32,6 +32,7 @@ func (b *Broker) installControllerAPIs() {
 	b.meta.HandleControllerAPI(kmsg.DescribeQuorum.Int16(), b.serveDescribeQuorum)
 	b.meta.HandleControllerAPI(kmsg.AddRaftVoter.Int16(), func(body []byte) ([]byte, error) { return b.serveVoterChange(body, addVoter) })
 	b.meta.HandleControllerAPI(kmsg.RemoveRaftVoter.Int16(), func(body []byte) ([]byte, error) { return b.serveVoterChange(body, removeVoter) })
+	b.meta.HandleControllerAPI(kmsg.AssignReplicasToDirs.Int16(), b.serveAssignReplicasToDirs)
 }
 
 // serveAlterPartition is the active controller's AlterPartition handler (a
@@ -171,17 +172,9 @@ func (b *Broker) alterISR(ctx context.Context, p *partition, topicID meta.UUID, 
 	}
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	out, err := b.meta.ControllerAPI(ctx, req.Key(), req.AppendTo(nil))
-	if err != nil {
-		return err
-	}
 	resp := kmsg.NewPtrAlterPartitionResponse()
-	resp.Version = alterPartitionVersion
-	if err := resp.ReadFrom(out); err != nil {
-		return fmt.Errorf("decode AlterPartition response: %w", err)
-	}
-	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		return fmt.Errorf("AlterPartition refused: %w", err)
+	if err := b.callController(ctx, req, resp, &resp.ErrorCode); err != nil {
+		return err
 	}
 	for _, st := range resp.Topics {
 		for _, sp := range st.Partitions {
@@ -189,6 +182,24 @@ func (b *Broker) alterISR(ctx context.Context, p *partition, topicID meta.UUID, 
 				return fmt.Errorf("AlterPartition of partition %d refused: %w", sp.Partition, err)
 			}
 		}
+	}
+	return nil
+}
+
+// callController sends req to the active controller and decodes its answer into resp; the
+// answer's top-level error code, at code, is returned as an error.
+func (b *Broker) callController(ctx context.Context, req kmsg.Request, resp kmsg.Response, code *int16) error {
+	out, err := b.meta.ControllerAPI(ctx, req.Key(), req.AppendTo(nil))
+	if err != nil {
+		return err
+	}
+	name := kmsg.NameForKey(req.Key())
+	resp.SetVersion(req.GetVersion())
+	if err := resp.ReadFrom(out); err != nil {
+		return fmt.Errorf("decode %s response: %w", name, err)
+	}
+	if err := kerr.ErrorForCode(*code); err != nil {
+		return fmt.Errorf("%s refused: %w", name, err)
 	}
 	return nil
 }

@@ -52,6 +52,7 @@ func servedAPIs() []*api {
 		deleteACLsAPI,
 		describeConfigsAPI,
 		alterConfigsAPI,
+		alterReplicaLogDirsAPI,
 		describeLogDirsAPI,
 		saslAuthenticateAPI,
 		createPartitionsAPI,

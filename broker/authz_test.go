@@ -780,7 +780,7 @@ func TestAuthzInterBrokerCluster(t *testing.T) {
 					if p == nil {
 						return fmt.Errorf("node %d holds no replica of partition %d", b.cfg.NodeID, idx)
 					}
-					ends = append(ends, p.log.LogEndOffset())
+					ends = append(ends, p.log().LogEndOffset())
 				}
 				if ends[0] == 0 || slices.Min(ends) != slices.Max(ends) {
 					return fmt.Errorf("partition %d: log ends %v", idx, ends)

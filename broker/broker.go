@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync"
@@ -104,9 +102,12 @@ type Broker struct {
 	metricsSrv    *http.Server
 	metricsLn     net.Listener
 
-	// startup says how the log dir was left: whether it was shut down cleanly and each
-	// partition's recovery point. It is used while opening the partitions found at start.
-	startup startupState
+	// dirs are the log dirs (log.dirs) in config order; the first holds the metadata log.
+	dirs []*logDir
+	// preferredDirs are where AlterReplicaLogDirs asked partitions not held yet to be created;
+	// movesMu serialises the starts and cancellations of AlterReplicaLogDirs moves.
+	preferredDirs preferredDirs
+	movesMu       sync.Mutex
 
 	// The signal of a new image, this process's registration id, and whether a heartbeat is
 	// in flight (controller.go).
@@ -144,7 +145,7 @@ func requestPoolRetain(limit int64) int64 {
 	return most
 }
 
-// startupState is what the previous run left in the log dir.
+// startupState is what the previous run left in a log dir.
 type startupState struct {
 	clean          bool
 	recoveryPoints map[rlog.TopicPartition]int64
@@ -231,13 +232,15 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, d := range cfg.LogDirs {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, fmt.Errorf("create log dir %s: %w", d, err)
-		}
+	if err := os.MkdirAll(cfg.LogDirs[0], 0o755); err != nil {
+		return nil, fmt.Errorf("create log dir %s: %w", cfg.LogDirs[0], err)
 	}
 	clusterID, err := ensureMetaProperties(cfg.LogDirs[0], cfg.NodeID, cfg.ClusterID)
 	if err != nil {
+		return nil, err
+	}
+	var futures []futureLog
+	if b.dirs, futures, err = openLogDirs(&cfg, clusterID, logger); err != nil {
 		return nil, err
 	}
 	ml, err := b.openMetadata(clusterID, voters)
@@ -250,25 +253,10 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 	b.markerSender = peerSender{b: b, purpose: "txn-markers"}
 	b.verifySender = peerSender{b: b, purpose: "txn-verify"}
 	b.stop = make(chan struct{})
-	dir := cfg.LogDirs[0]
-	clean, err := rlog.HasCleanShutdownMarker(dir)
-	if err != nil {
-		ml.Close()
-		return nil, err
-	}
-	rps, err := rlog.ReadOffsetCheckpoint(filepath.Join(dir, rlog.RecoveryPointFile))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		logger.Warn("recovery-point checkpoint unreadable; recovering every log in full", "err", err)
-		rps = nil
-	}
-	hws, err := rlog.ReadOffsetCheckpoint(filepath.Join(dir, highWatermarkFile))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		logger.Warn("high-watermark checkpoint unreadable; high watermarks start at the log start", "err", err)
-		hws = nil
-	}
-	b.startup = startupState{clean: clean, recoveryPoints: rps, logStarts: readLogStarts(dir, logger), highWatermarks: hws}
-	if !clean && len(ml.Image().Topics) > 0 {
-		logger.Info("no clean-shutdown marker: recovering logs from their recovery points", "dir", dir)
+	for _, d := range b.dirs {
+		if !d.startup.clean && len(ml.Image().Topics) > 0 {
+			logger.Info("no clean-shutdown marker: recovering logs from their recovery points", "dir", d.path)
+		}
 	}
 	b.parts.Store(&partitionTable{byName: map[string][]*partition{}, byID: map[meta.UUID][]*partition{}})
 	if err := b.syncPartitions(); err != nil {
@@ -276,7 +264,10 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 		return nil, err
 	}
 	// From here on a crash must be recovered.
-	b.startup = startupState{}
+	for _, d := range b.dirs {
+		d.startup = startupState{}
+	}
+	b.resumeMoves(futures)
 	if b.groups, err = b.newGroupCoordinator(); err != nil {
 		b.closeLogs()
 		ml.Close()
@@ -301,10 +292,12 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 		ml.Close()
 		return nil, err
 	}
-	if err := rlog.RemoveCleanShutdownMarker(dir); err != nil {
-		b.closeLogs()
-		ml.Close()
-		return nil, err
+	for _, d := range b.dirs {
+		if err := rlog.RemoveCleanShutdownMarker(d.path); err != nil {
+			b.closeLogs()
+			ml.Close()
+			return nil, err
+		}
 	}
 	if b.writeback != nil {
 		b.writeback.Start()
@@ -513,13 +506,16 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	if b.writeback != nil {
 		b.writeback.Stop()
 	}
-	errs := []error{b.closeLogs()}
-	if errs[0] == nil {
-		dir := b.cfg.LogDirs[0]
-		if err := b.writeRecoveryPoints(); err != nil {
-			errs = append(errs, err)
-		} else if err := rlog.WriteCleanShutdownMarker(dir); err != nil {
-			errs = append(errs, err)
+	failed := b.closeLogs()
+	errs := []error{b.writeCheckpoints()}
+	for _, d := range b.dirs {
+		// A dir is clean when every log in it closed and its checkpoints are written.
+		if err := failed[d]; err != nil || d.offline() {
+			errs = append(errs, err, d.err())
+			continue
+		}
+		if err := rlog.WriteCleanShutdownMarker(d.path); err != nil {
+			errs = append(errs, fmt.Errorf("log dir %s: %w", d.path, err))
 		}
 	}
 	if err := b.meta.Close(); err != nil {
@@ -528,45 +524,24 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// closeLogs stops the follower fetchers and closes every partition's log, which flushes it.
-func (b *Broker) closeLogs() error {
+// closeLogs stops the follower fetchers and closes every partition's
+// log, which flushes it. It returns the close errors by dir.
+func (b *Broker) closeLogs() map[*logDir]error {
 	b.fetchers.close()
-	var errs []error
+	errs := map[*logDir]error{}
 	for _, ps := range b.parts.Load().byName {
 		for _, p := range ps {
 			if p == nil {
 				continue
 			}
 			p.wakeWaiters()
-			if err := p.log.Close(); err != nil {
-				errs = append(errs, fmt.Errorf("close %s-%d: %w", p.topic, p.index, err))
+			if err := p.log().Close(); err != nil {
+				d := p.dir.Load()
+				errs[d] = errors.Join(errs[d], fmt.Errorf("close %s-%d: %w", p.topic, p.index, err))
 			}
 		}
 	}
-	return errors.Join(errs...)
-}
-
-// writeRecoveryPoints checkpoints every partition's recovery point, so the next start after a
-// crash scans only what was not yet flushed.
-func (b *Broker) writeRecoveryPoints() error {
-	rps := map[rlog.TopicPartition]int64{}
-	hws := map[rlog.TopicPartition]int64{}
-	for _, ps := range b.parts.Load().byName {
-		for _, p := range ps {
-			if p != nil {
-				tp := rlog.TopicPartition{Topic: p.topic, Partition: p.index}
-				rps[tp] = p.log.RecoveryPoint()
-				hws[tp] = p.highWatermark()
-			}
-		}
-	}
-	if err := rlog.WriteOffsetCheckpoint(filepath.Join(b.cfg.LogDirs[0], rlog.RecoveryPointFile), rps); err != nil {
-		return err
-	}
-	if err := rlog.WriteOffsetCheckpoint(filepath.Join(b.cfg.LogDirs[0], highWatermarkFile), hws); err != nil {
-		return err
-	}
-	return b.writeLogStarts()
+	return errs
 }
 
 // backgroundLoop runs the flush scheduler (flush.ms), the recovery-point and high-watermark
@@ -590,18 +565,19 @@ func (b *Broker) backgroundLoop() {
 		case <-flush.C:
 			for _, ps := range b.parts.Load().byName {
 				for _, p := range ps {
-					if p == nil {
+					if p == nil || p.offline() {
 						continue
 					}
-					if err := p.log.FlushIfDue(); err != nil && !errors.Is(err, rlog.ErrClosed) {
+					if err := p.log().FlushIfDue(); err != nil && !errors.Is(err, rlog.ErrClosed) {
 						b.logger.Error("scheduled flush", "topic", p.topic, "partition", p.index, "err", err)
+						b.noteStorageError(p.dir.Load(), err)
 					}
 				}
 			}
 		case <-retention.C:
 			b.applyRetention()
 		case <-checkpoint.C:
-			if err := b.writeRecoveryPoints(); err != nil {
+			if err := b.writeCheckpoints(); err != nil {
 				b.logger.Error("write recovery-point checkpoint", "err", err)
 			}
 		}

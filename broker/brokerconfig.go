@@ -459,7 +459,7 @@ var coreConfigDefs = []brokerConfigDef{
 	listenersDef("advertised.listeners", "", func(c *Config) *[]Listener { return &c.AdvertisedListeners },
 		"the listeners as clients are told to reach them; empty: the listeners"),
 	listDef("log.dirs", "./data", func(c *Config) *[]string { return &c.LogDirs }, nonEmpty,
-		"the data directories; ringbroker uses the first").ofKind(kindString),
+		"the data directories (JBOD): a new partition goes to the one holding the fewest; the metadata log stays in the first").ofKind(kindString),
 	synonymDef("log.dir", "log.dirs", kindString, 0, "", ""),
 	intDef("num.partitions", kindInt, "1", func(c *Config) *int32 { return &c.NumPartitions }, atLeast(1),
 		"partitions of a topic created without a count"),

@@ -53,9 +53,9 @@ func (b *Broker) compactionConfigFor(t *meta.Topic) (rlog.CompactionConfig, bool
 // otherwise; called when a partition opens and when the topic's configs change.
 func (b *Broker) registerCompaction(p *partition, t *meta.Topic) {
 	if cc, ok := b.compactionConfigFor(t); ok {
-		b.cleaner.Add(p.log, cc)
+		b.cleaner.Add(p.log(), cc)
 	} else {
-		b.cleaner.Remove(p.log)
+		b.cleaner.Remove(p.log())
 	}
 }
 

@@ -63,17 +63,17 @@ func TestCompactedTopic(t *testing.T) {
 		}
 
 		p := b.parts.Load().lookup(topic, 0)
-		sizeBefore := p.log.Size()
+		sizeBefore := p.log().Size()
 		b.cleaner.Wake()
 		testutil.WaitFor(t, 20*time.Second, func() error {
-			if size := p.log.Size(); size > sizeBefore/2 {
+			if size := p.log().Size(); size > sizeBefore/2 {
 				return fmt.Errorf("log holds %d bytes, %d before cleaning", size, sizeBefore)
 			}
 			return nil
 		})
 		// The background cleaning swaps one segment group at a time; a synchronous cleaning
 		// waits for it to finish.
-		if _, err := b.cleaner.Clean(p.log); err != nil {
+		if _, err := b.cleaner.Clean(p.log()); err != nil {
 			t.Fatal(err)
 		}
 

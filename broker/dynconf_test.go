@@ -130,7 +130,7 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 				}
 				// Live: the open log has the new defaults, and Produce the new batch limit.
 				p := b.parts.Load().byName["dyn"][0]
-				if lc := p.log.Config(); lc.RetentionMs != 3600000 || lc.RetentionBytes != 4000000 || lc.MaxMessageBytes != 2000 {
+				if lc := p.log().Config(); lc.RetentionMs != 3600000 || lc.RetentionBytes != 4000000 || lc.MaxMessageBytes != 2000 {
 					t.Errorf("%s: open log config retention.ms %d retention.bytes %d max message bytes %d", when, lc.RetentionMs, lc.RetentionBytes, lc.MaxMessageBytes)
 				}
 				err = newClient(t, b, kgo.ProducerBatchCompression(kgo.NoCompression())).ProduceSync(ctx, &kgo.Record{Topic: "dyn", Value: make([]byte, 4000)}).FirstErr()

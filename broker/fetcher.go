@@ -290,12 +290,12 @@ func (f *replicaFetcher) request(parts []*partition) *kmsg.FetchRequest {
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.Partition = p.index
 		rp.CurrentLeaderEpoch = st.leaderEpoch
-		rp.FetchOffset = p.log.LogEndOffset()
+		rp.FetchOffset = p.log().LogEndOffset()
 		rp.LastFetchedEpoch = -1
-		if ep, ok := p.log.LatestEpoch(); ok {
+		if ep, ok := p.log().LatestEpoch(); ok {
 			rp.LastFetchedEpoch = ep
 		}
-		rp.LogStartOffset = p.log.LogStartOffset()
+		rp.LogStartOffset = p.log().LogStartOffset()
 		rp.PartitionMaxBytes = cfg.ReplicaFetchMaxBytes
 		if n := len(req.Topics); n > 0 && req.Topics[n-1].TopicID == p.topicID {
 			req.Topics[n-1].Partitions = append(req.Topics[n-1].Partitions, rp)
@@ -374,13 +374,14 @@ func (f *replicaFetcher) apply(p *partition, rp *kmsg.FetchResponseTopicPartitio
 	}
 	if len(rp.RecordBatches) > 0 {
 		// A partition whose next batch did not fit the response comes again, first in a later one.
-		if _, err := p.log.AppendAsFollower(rp.RecordBatches); err != nil && !errors.Is(err, rlog.ErrIncompleteBatch) {
+		if _, err := p.log().AppendAsFollower(rp.RecordBatches); err != nil && !errors.Is(err, rlog.ErrIncompleteBatch) {
+			f.b.noteStorageError(p.dir.Load(), err)
 			return fmt.Errorf("append as follower: %w", err)
 		}
 	}
 	p.setFollowerHW(rp.HighWatermark)
-	if rp.LogStartOffset > p.log.LogStartOffset() {
-		if _, err := p.log.DeleteRecordsBefore(min(rp.LogStartOffset, p.log.LogEndOffset())); err != nil {
+	if rp.LogStartOffset > p.log().LogStartOffset() {
+		if _, err := p.log().DeleteRecordsBefore(min(rp.LogStartOffset, p.log().LogEndOffset())); err != nil {
 			return fmt.Errorf("follow the leader's log start %d: %w", rp.LogStartOffset, err)
 		}
 	}
@@ -392,10 +393,10 @@ func (f *replicaFetcher) apply(p *partition, rp *kmsg.FetchResponseTopicPartitio
 // either log's end. When the follower does not know the leader's epoch, the next fetch (with
 // the follower's now latest epoch) narrows it down further.
 func (f *replicaFetcher) truncateDiverged(p *partition, epoch int32, end int64) error {
-	leo := p.log.LogEndOffset()
+	leo := p.log().LogEndOffset()
 	target := min(end, leo)
 	if epoch >= 0 {
-		if fe, fend := p.log.EndOffsetForEpoch(epoch); fe >= 0 {
+		if fe, fend := p.log().EndOffsetForEpoch(epoch); fe >= 0 {
 			target = min(fend, leo)
 			if fe == epoch {
 				target = min(fend, end, leo)
@@ -404,10 +405,10 @@ func (f *replicaFetcher) truncateDiverged(p *partition, epoch int32, end int64) 
 	}
 	f.b.logger.Info("truncating a diverged follower", "topic", p.topic, "partition", p.index,
 		"leader_epoch", epoch, "leader_epoch_end", end, "log_end", leo, "to", target)
-	if err := p.log.TruncateTo(target); err != nil {
+	if err := p.log().TruncateTo(target); err != nil {
 		return fmt.Errorf("truncate to %d: %w", target, err)
 	}
-	p.hw.Store(min(p.hw.Load(), p.log.LogEndOffset()))
+	p.hw.Store(min(p.hw.Load(), p.log().LogEndOffset()))
 	return nil
 }
 
@@ -415,24 +416,24 @@ func (f *replicaFetcher) truncateDiverged(p *partition, epoch int32, end int64) 
 // over at it; one past the leader's end (only after an unclean election) truncates to the
 // leader's high watermark.
 func (f *replicaFetcher) resetOutOfRange(p *partition, rp *kmsg.FetchResponseTopicPartition) error {
-	leo := p.log.LogEndOffset()
+	leo := p.log().LogEndOffset()
 	if rp.LogStartOffset >= 0 && leo < rp.LogStartOffset {
 		f.b.logger.Info("follower behind the leader's log start: starting over", "topic", p.topic, "partition", p.index, "log_end", leo, "leader_log_start", rp.LogStartOffset)
-		if err := p.log.TruncateFullyAndStartAt(rp.LogStartOffset); err != nil {
+		if err := p.log().TruncateFullyAndStartAt(rp.LogStartOffset); err != nil {
 			return fmt.Errorf("start over at %d: %w", rp.LogStartOffset, err)
 		}
 		p.hw.Store(rp.LogStartOffset)
 		return nil
 	}
-	target := max(rp.HighWatermark, p.log.LogStartOffset())
+	target := max(rp.HighWatermark, p.log().LogStartOffset())
 	if target >= leo {
 		return fmt.Errorf("offset %d out of range on the leader (high watermark %d)", leo, rp.HighWatermark)
 	}
 	f.b.logger.Warn("follower ahead of the leader: truncating to its high watermark", "topic", p.topic, "partition", p.index, "log_end", leo, "to", target)
-	if err := p.log.TruncateTo(target); err != nil {
+	if err := p.log().TruncateTo(target); err != nil {
 		return fmt.Errorf("truncate to %d: %w", target, err)
 	}
-	p.hw.Store(min(p.hw.Load(), p.log.LogEndOffset()))
+	p.hw.Store(min(p.hw.Load(), p.log().LogEndOffset()))
 	return nil
 }
 

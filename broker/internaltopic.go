@@ -39,10 +39,11 @@ func (b *Broker) appendInternal(p *partition, producerID int64, producerEpoch in
 		return 0, 0, fmt.Errorf("encode %s-%d batch: %w", p.topic, p.index, err)
 	}
 	p.appendMu.Lock()
-	res, err := p.log.AppendAsCoordinator(batch)
-	end = p.log.LogEndOffset()
+	res, err := p.log().AppendAsCoordinator(batch)
+	end = p.log().LogEndOffset()
 	p.appendMu.Unlock()
 	if err != nil {
+		b.noteStorageError(p.dir.Load(), err)
 		return 0, 0, fmt.Errorf("append to %s-%d: %w: %w", p.topic, p.index, appendErrorCode(err), err)
 	}
 	p.afterLeaderAppend(b.cfg.NodeID)
@@ -79,9 +80,9 @@ func (b *Broker) waitInternal(p *partition, end int64, timeout time.Duration, do
 // and with from, the offset the read holding the batch began at: records below it were passed
 // already (a read may begin inside a batch).
 func (b *Broker) scanInternal(p *partition, fn func(batch wire.Batch, from int64) error) error {
-	end := p.log.LogEndOffset()
-	for off := p.log.LogStartOffset(); off < end; {
-		rr, err := p.log.Read(off, maxInternalLoadBatch, end, true)
+	end := p.log().LogEndOffset()
+	for off := p.log().LogStartOffset(); off < end; {
+		rr, err := p.log().Read(off, maxInternalLoadBatch, end, true)
 		if err != nil {
 			return fmt.Errorf("load %s-%d at %d: %w", p.topic, p.index, off, err)
 		}

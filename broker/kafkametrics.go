@@ -271,6 +271,7 @@ func writeKafkaMetrics(w io.Writer, b *Broker) error {
 	writeTopicMetrics(pw, &b.metrics.topics, im)
 	writeRequestMetrics(pw, b.metrics, now)
 	writeQuantiles(pw, "kafka_log_logflushstats_logflushrateandtimems", []latencySeries{{"", b.metrics.flush}}, now)
+	writeLogDirMetrics(pw, b)
 	if b.handlers != nil {
 		idle, workers := b.handlers.idleTime()
 		total, frac := b.metrics.handlerIdle.sample(now, b.handlers.epoch, idle, workers)
@@ -284,6 +285,26 @@ func writeKafkaMetrics(w io.Writer, b *Broker) error {
 		writeConsumerLag(pw, b)
 	}
 	return pw.err
+}
+
+// writeLogDirMetrics writes Kafka's LogManager gauges of the log dirs: how many are offline,
+// and per dir 1 when offline, else 0.
+func writeLogDirMetrics(pw *promWriter, b *Broker) {
+	offline := 0
+	for _, d := range b.dirs {
+		if d.offline() {
+			offline++
+		}
+	}
+	pw.gauge("kafka_log_logmanager_offlinelogdirectorycount", float64(offline))
+	pw.family("kafka_log_logmanager_logdirectoryoffline", "gauge")
+	for _, d := range b.dirs {
+		v := 0.0
+		if d.offline() {
+			v = 1
+		}
+		pw.sample("kafka_log_logmanager_logdirectoryoffline", fmt.Sprintf(`{logDirectory="%s"}`, promLabel(d.path)), v)
+	}
 }
 
 // processorIdleGauges are the idle gauges of the event loops, made at their first scrape.
@@ -542,7 +563,7 @@ func writeConsumerLag(pw *promWriter, b *Broker) {
 	for name, ps := range tbl.byName {
 		for _, p := range ps {
 			if p != nil && p.isLeader() {
-				led = append(led, leadPart{name, p.index, p.highWatermark(), p.log.LogStartOffset()})
+				led = append(led, leadPart{name, p.index, p.highWatermark(), p.log().LogStartOffset()})
 			}
 		}
 	}

@@ -236,7 +236,7 @@ func runMetricsTraffic(t *testing.T, b *Broker) metricsTraffic {
 	}
 	consumer.Close()
 	for _, p := range b.parts.Load().byName[tr.topic] {
-		tr.consumedBytes += p.log.Size()
+		tr.consumedBytes += p.log().Size()
 	}
 	offsets := kadm.Offsets{}
 	offsets.Add(kadm.Offset{Topic: tr.topic, Partition: 0, At: tr.committed[0], LeaderEpoch: -1})
@@ -258,7 +258,7 @@ func TestKafkaMetrics(t *testing.T) {
 
 		var topicBytes int64
 		for _, p := range b.parts.Load().byName[tr.topic] {
-			topicBytes += p.log.Size()
+			topicBytes += p.log().Size()
 		}
 		if got := s.must(t, "kafka_server_brokertopicmetrics_bytesin_total", "topic", tr.topic); got != float64(topicBytes) {
 			t.Errorf("bytesin{topic=%s} = %v; want the %d bytes of its logs", tr.topic, got, topicBytes)

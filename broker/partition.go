@@ -37,7 +37,12 @@ type partition struct {
 	topic   string
 	topicID meta.UUID
 	index   int32
-	log     *rlog.Log
+	// lg is the partition's log; an AlterReplicaLogDirs move replaces it (under appendMu) with
+	// the copy it made in another dir. dir is the log dir lg lives in; move the move in
+	// progress, nil when none.
+	lg   atomic.Pointer[rlog.Log]
+	dir  atomic.Pointer[logDir]
+	move atomic.Pointer[logMove]
 	// stats are the topic's BrokerTopicMetrics, which appends and fetches of p count in.
 	stats *topicStats
 
@@ -68,6 +73,9 @@ type partition struct {
 	// them (under partsMu): an image with others applies them to the log on every node.
 	configs map[string]string
 }
+
+// log returns the partition's log as of now.
+func (p *partition) log() *rlog.Log { return p.lg.Load() }
 
 // lookup returns the partition, or nil when this broker does not have it.
 func (t *partitionTable) lookup(topic string, index int32) *partition {
@@ -150,7 +158,6 @@ func (b *Broker) syncPartitions() error {
 	b.applyDynamicConfig(im)
 	old := b.parts.Load()
 	next := &partitionTable{imageOffset: im.Offset, byName: map[string][]*partition{}, byID: map[meta.UUID][]*partition{}}
-	dir := b.cfg.LogDirs[0]
 	self := b.cfg.NodeID
 	now := time.Now()
 	var failed []hwWait
@@ -174,7 +181,7 @@ func (b *Broker) syncPartitions() error {
 			}
 			if p == nil {
 				var err error
-				if p, err = b.openPartition(dir, t, int32(i)); err != nil {
+				if p, err = b.openPartition(t, int32(i)); err != nil {
 					firstErr = cmp.Or(firstErr, err)
 					continue
 				}
@@ -182,7 +189,7 @@ func (b *Broker) syncPartitions() error {
 			if !maps.Equal(p.configs, t.Configs) {
 				// Altered topic configs reach the logs of every replica, not only those of the
 				// node that took the request.
-				if err := p.log.SetConfig(b.logConfigFor(t)); err != nil && !errors.Is(err, rlog.ErrClosed) {
+				if err := p.log().SetConfig(b.logConfigFor(t)); err != nil && !errors.Is(err, rlog.ErrClosed) {
 					b.logger.Error("apply topic config to open log", "topic", t.Name, "partition", i, "err", err)
 				}
 				b.registerCompaction(p, t)
@@ -198,7 +205,7 @@ func (b *Broker) syncPartitions() error {
 			if was != nil && (was.leader != st.leader || was.leaderEpoch != st.leaderEpoch) {
 				moved = append(moved, p)
 			}
-			if !st.leader && st.leaderID >= 0 {
+			if !st.leader && st.leaderID >= 0 && !p.offline() {
 				follow[st.leaderID] = append(follow[st.leaderID], p)
 			}
 			ps[i] = p
@@ -226,37 +233,57 @@ func (b *Broker) syncPartitions() error {
 	}
 	for _, p := range dropped {
 		p.wakeWaiters()
-		b.cleaner.Remove(p.log)
-		if err := p.log.Delete(); err != nil {
+		b.cancelMove(p)
+		p.dir.Load().parts.Add(-1)
+		b.cleaner.Remove(p.log())
+		if err := p.log().Delete(); err != nil {
 			b.logger.Warn("delete partition log", "topic", p.topic, "partition", p.index, "err", err)
 		}
 	}
 	return firstErr
 }
 
-// openPartition opens the log of one partition. A directory left by an earlier topic of the same
-// name (a different topic id, for example after a crash during deletion) is removed first.
-func (b *Broker) openPartition(logDir string, t *meta.Topic, index int32) (*partition, error) {
-	dir := partitionDir(logDir, t.Name, index)
+// openPartition opens the log of one partition in the dir placement chooses. A directory
+// left by an earlier topic of the same name (a different topic id, for example after a crash
+// during deletion) is removed first.
+func (b *Broker) openPartition(t *meta.Topic, index int32) (*partition, error) {
+	d, err := b.placement(t.Name, index)
+	if err != nil {
+		return nil, err
+	}
+	l, err := b.openPartitionLog(d, partitionDir(d.path, t.Name, index), t, index, t.Partitions[index].LeaderEpoch, d.startup)
+	if err != nil {
+		b.noteStorageError(d, err)
+		return nil, err
+	}
+	p := &partition{topic: t.Name, topicID: t.ID, index: index, configs: t.Configs, stats: b.metrics.topics.of(t.Name)}
+	p.lg.Store(l)
+	p.dir.Store(d)
+	d.parts.Add(1)
+	p.initHW(d.startup.highWatermarks[rlog.TopicPartition{Topic: t.Name, Partition: index}])
+	b.registerCompaction(p, t)
+	return p, nil
+}
+
+// openPartitionLog opens the log of partition index of t at dir, in log dir d, with st, what the
+// last run left in d.
+func (b *Broker) openPartitionLog(d *logDir, dir string, t *meta.Topic, index, leaderEpoch int32, st startupState) (*rlog.Log, error) {
 	if id, ok := readPartitionTopicID(dir); ok && id != t.ID {
 		b.logger.Warn("removing stale partition dir of an earlier topic", "dir", dir, "stale_topic_id", id, "topic_id", t.ID)
 		if err := os.RemoveAll(dir); err != nil {
 			return nil, fmt.Errorf("remove stale partition dir %s: %w", dir, err)
 		}
 	}
+	tp := rlog.TopicPartition{Topic: t.Name, Partition: index}
 	opts := rlog.Options{TopicID: t.ID, Topic: t.Name, Partition: index, Logger: b.logger,
-		LeaderEpoch: t.Partitions[index].LeaderEpoch, CleanShutdown: b.startup.clean,
-		RecoveryPoint:  b.startup.recoveryPoints[rlog.TopicPartition{Topic: t.Name, Partition: index}],
-		LogStartOffset: b.startup.logStarts[rlog.TopicPartition{Topic: t.Name, Partition: index}],
-		Writeback:      b.writeback, OnFlush: b.metrics.flushed}
+		LeaderEpoch: leaderEpoch, CleanShutdown: st.clean,
+		RecoveryPoint: st.recoveryPoints[tp], LogStartOffset: st.logStarts[tp],
+		Writeback: b.writeback, OnFlush: b.metrics.flushed}
 	l, err := rlog.Open(dir, b.logConfigFor(t), opts)
 	if err != nil {
-		return nil, fmt.Errorf("open partition %s-%d: %w", t.Name, index, err)
+		return nil, fmt.Errorf("open partition %s-%d in %s: %w", t.Name, index, d.path, err)
 	}
-	p := &partition{topic: t.Name, topicID: t.ID, index: index, log: l, configs: t.Configs, stats: b.metrics.topics.of(t.Name)}
-	p.initHW(b.startup.highWatermarks[rlog.TopicPartition{Topic: t.Name, Partition: index}])
-	b.registerCompaction(p, t)
-	return p, nil
+	return l, nil
 }
 
 // readPartitionTopicID reads the topic id from Kafka's partition.metadata file.
@@ -277,7 +304,7 @@ func readPartitionTopicID(dir string) (meta.UUID, bool) {
 // abortedTxns lists the aborted transactions of p overlapping offsets from..upto-1, for a
 // read_committed Fetch response.
 func (p *partition) abortedTxns(from, upto int64) []wire.FetchAbortedTxn {
-	list := p.log.AbortedTransactions(from, upto)
+	list := p.log().AbortedTransactions(from, upto)
 	out := make([]wire.FetchAbortedTxn, len(list))
 	for i, a := range list {
 		out[i] = wire.FetchAbortedTxn{ProducerID: a.ProducerID, FirstOffset: a.FirstOffset}

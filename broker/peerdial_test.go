@@ -598,7 +598,7 @@ func TestInterBrokerWrongPassword(t *testing.T) {
 			if p == nil {
 				return fmt.Errorf("partition %d: node 3 has no replica open", pm.Index)
 			}
-			if end := p.log.LogEndOffset(); end != 0 {
+			if end := p.log().LogEndOffset(); end != 0 {
 				return fmt.Errorf("partition %d: node 3 holds %d records", pm.Index, end)
 			}
 		}

@@ -187,8 +187,8 @@ func (b *Broker) openMetadata(clusterID string, voters map[int32]string) (*meta.
 }
 
 // FormatStorage is the storage format step (as kafka-storage format): it writes
-// meta.properties with clusterID into the first log dir. A dir already formatted with the
-// same cluster id is left alone; another cluster id is an error.
+// meta.properties with clusterID and a directory.id of its own into every log dir. A dir
+// already formatted with the same cluster id is left alone; another cluster id is an error.
 func FormatStorage(cfg Config, clusterID string) error {
 	if _, err := meta.ParseUUID(clusterID); err != nil {
 		return fmt.Errorf("cluster id: %w", err)
@@ -196,11 +196,15 @@ func FormatStorage(cfg Config, clusterID string) error {
 	if len(cfg.LogDirs) == 0 {
 		return fmt.Errorf("config has no log.dirs")
 	}
-	if err := os.MkdirAll(cfg.LogDirs[0], 0o755); err != nil {
-		return fmt.Errorf("create log dir %s: %w", cfg.LogDirs[0], err)
+	for _, d := range cfg.LogDirs {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("create log dir %s: %w", d, err)
+		}
+		if _, err := ensureMetaProperties(d, cfg.NodeID, clusterID); err != nil {
+			return err
+		}
 	}
-	_, err := ensureMetaProperties(cfg.LogDirs[0], cfg.NodeID, clusterID)
-	return err
+	return nil
 }
 
 // metadataDirName is where the metadata log lives inside the first log dir, as KRaft's

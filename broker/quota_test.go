@@ -94,6 +94,26 @@ func TestListsReplica(t *testing.T) {
 	}
 }
 
+// createAssigned creates topic with one partition on replicas, with configs.
+func createAssigned(ctx context.Context, t *testing.T, cl *kgo.Client, topic string, replicas []int32, configs map[string]string) {
+	t.Helper()
+	create := kmsg.NewPtrCreateTopicsRequest()
+	ct := kmsg.NewCreateTopicsRequestTopic()
+	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = topic, -1, -1
+	ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+	ra.Partition, ra.Replicas = 0, replicas
+	ct.ReplicaAssignment = append(ct.ReplicaAssignment, ra)
+	for k, v := range configs {
+		c := kmsg.NewCreateTopicsRequestTopicConfig()
+		c.Name, c.Value = k, kmsg.StringPtr(v)
+		ct.Configs = append(ct.Configs, c)
+	}
+	create.Topics = append(create.Topics, ct)
+	if resp, err := create.RequestWith(ctx, cl); err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create topic %s on %v: %v %+v", topic, replicas, err, resp)
+	}
+}
+
 // TestReplicationThrottleSlowsCatchUp moves a partition holding 3 MiB from node 1 to nodes 1
 // and 2 with both replication throttles at 256 KiB/s, as kafka-reassign-partitions --throttle
 // sets them: the new replica catches up in about 12 s (3 MiB at the rate; the first
@@ -107,21 +127,7 @@ func TestReplicationThrottleSlowsCatchUp(t *testing.T) {
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	create := kmsg.NewPtrCreateTopicsRequest()
-	ct := kmsg.NewCreateTopicsRequestTopic()
-	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "thr", -1, -1
-	ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
-	ra.Partition, ra.Replicas = 0, []int32{1}
-	ct.ReplicaAssignment = append(ct.ReplicaAssignment, ra)
-	for k, v := range map[string]string{leaderThrottledReplicas: "0:1", followerThrottledReplicas: "0:2"} {
-		c := kmsg.NewCreateTopicsRequestTopicConfig()
-		c.Name, c.Value = k, kmsg.StringPtr(v)
-		ct.Configs = append(ct.Configs, c)
-	}
-	create.Topics = append(create.Topics, ct)
-	if resp, err := create.RequestWith(ctx, cl); err != nil || resp.Topics[0].ErrorCode != 0 {
-		t.Fatalf("create topic: %v %+v", err, resp)
-	}
+	createAssigned(ctx, t, cl, "thr", []int32{1}, map[string]string{leaderThrottledReplicas: "0:1", followerThrottledReplicas: "0:2"})
 	value := make([]byte, 64<<10)
 	for i := 0; i < size/len(value); i++ {
 		rand.Read(value)

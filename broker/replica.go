@@ -86,7 +86,7 @@ func (p *partition) applyState(st *replicaState, self int32, now time.Time) ([]h
 	p.replMu.Lock()
 	defer p.replMu.Unlock()
 	old := p.st.Load()
-	if latest, ok := p.log.LatestEpoch(); ok && st.leader && latest > st.leaderEpoch {
+	if latest, ok := p.log().LatestEpoch(); ok && st.leader && latest > st.leaderEpoch {
 		// The log holds a later leader epoch than the image names: the image predates what
 		// this replica followed (a restart replays the metadata log it had, which may lag the
 		// data it fetched). Neither lead nor follow until a newer image comes.
@@ -98,7 +98,7 @@ func (p *partition) applyState(st *replicaState, self int32, now time.Time) ([]h
 	var failed []hwWait
 	if st.leader {
 		if newEpoch {
-			if err := p.log.SetLeaderEpoch(st.leaderEpoch); err != nil {
+			if err := p.log().SetLeaderEpoch(st.leaderEpoch); err != nil {
 				return nil, err
 			}
 			p.repl.followers = map[int32]*followerProgress{}
@@ -137,15 +137,15 @@ func (p *partition) applyState(st *replicaState, self int32, now time.Time) ([]h
 // initHW sets the high watermark of a partition just opened: the checkpointed one, within the
 // log.
 func (p *partition) initHW(checkpointed int64) {
-	p.openedEnd = p.log.LogEndOffset()
-	p.hw.Store(max(min(checkpointed, p.log.LogEndOffset()), p.log.LogStartOffset()))
-	p.log.NoteHighWatermark(p.hw.Load())
+	p.openedEnd = p.log().LogEndOffset()
+	p.hw.Store(max(min(checkpointed, p.log().LogEndOffset()), p.log().LogStartOffset()))
+	p.log().NoteHighWatermark(p.hw.Load())
 }
 
 // setFollowerHW moves a follower's high watermark to the leader's, within its own log.
 func (p *partition) setFollowerHW(leaderHW int64) {
-	p.hw.Store(max(min(leaderHW, p.log.LogEndOffset()), p.log.LogStartOffset()))
-	p.log.NoteHighWatermark(p.hw.Load())
+	p.hw.Store(max(min(leaderHW, p.log().LogEndOffset()), p.log().LogStartOffset()))
+	p.log().NoteHighWatermark(p.hw.Load())
 }
 
 // hwMembersLocked returns the replicas whose log end offsets bound the high watermark: the
@@ -182,7 +182,7 @@ func (p *partition) advanceHWLocked(self int32) bool {
 		return false
 	}
 	p.hw.Store(hw)
-	p.log.NoteHighWatermark(hw)
+	p.log().NoteHighWatermark(hw)
 	n := 0
 	for _, w := range p.repl.hwWaits {
 		if w.upto > hw {
@@ -202,20 +202,20 @@ func (p *partition) advanceHWLocked(self int32) bool {
 // durableEnd is how far the leader's own log counts toward the high watermark: its end, or in
 // group-commit mode the fsynced part, so consumers never read what a crash could take back.
 func (p *partition) durableEnd() int64 {
-	if p.log.GroupCommit() {
+	if p.log().GroupCommit() {
 		// What the log held when opened survived whatever came before.
-		return min(p.log.LogEndOffset(), max(p.log.RecoveryPoint(), p.openedEnd))
+		return min(p.log().LogEndOffset(), max(p.log().RecoveryPoint(), p.openedEnd))
 	}
-	return p.log.LogEndOffset()
+	return p.log().LogEndOffset()
 }
 
 // afterLeaderAppend moves the high watermark after an append by the leader: at once when the
 // leader is the only in-sync replica, else when followers fetch.
 func (p *partition) afterLeaderAppend(self int32) {
 	st := p.st.Load()
-	if st != nil && len(st.isr) == 1 && st.isr[0] == self && !p.isrChanging.Load() && !p.log.GroupCommit() {
-		p.hw.Store(p.log.LogEndOffset())
-		p.log.NoteHighWatermark(p.hw.Load())
+	if st != nil && len(st.isr) == 1 && st.isr[0] == self && !p.isrChanging.Load() && !p.log().GroupCommit() {
+		p.hw.Store(p.log().LogEndOffset())
+		p.log().NoteHighWatermark(p.hw.Load())
 		return
 	}
 	p.replMu.Lock()
@@ -257,7 +257,7 @@ func (p *partition) followerFetched(replica int32, brokerEpoch, offset int64, no
 		return false, false
 	}
 	f.epoch = brokerEpoch
-	leo := p.log.LogEndOffset()
+	leo := p.log().LogEndOffset()
 	switch {
 	case offset >= leo:
 		f.lastCaughtUp = now
@@ -339,7 +339,7 @@ func (b *Broker) stateFor(t *meta.Topic, pm meta.Partition) *replicaState {
 // back into the ISR.
 func (b *Broker) followerFetched(p *partition, replica int32, brokerEpoch, offset int64, now time.Time) {
 	st := p.state()
-	_, epochStart := p.log.EndOffsetForEpoch(st.leaderEpoch - 1)
+	_, epochStart := p.log().EndOffsetForEpoch(st.leaderEpoch - 1)
 	moved, join := p.followerFetched(replica, brokerEpoch, offset, now, b.cfg.NodeID, epochStart)
 	if moved {
 		p.wakeWaiters()

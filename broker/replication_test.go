@@ -342,8 +342,8 @@ func waitReplicasEqual(t *testing.T, bs []*Broker, topic string, want int) {
 					return err
 				}
 				logs = append(logs, data)
-				ends = append(ends, fmt.Sprintf("node %d: end %d hw %d leader %v", b.cfg.NodeID, p.log.LogEndOffset(), p.highWatermark(), p.isLeader()))
-				if p.highWatermark() != p.log.LogEndOffset() {
+				ends = append(ends, fmt.Sprintf("node %d: end %d hw %d leader %v", b.cfg.NodeID, p.log().LogEndOffset(), p.highWatermark(), p.isLeader()))
+				if p.highWatermark() != p.log().LogEndOffset() {
 					return fmt.Errorf("partition %d: %v", pm.Index, ends)
 				}
 			}
@@ -363,9 +363,9 @@ func waitReplicasEqual(t *testing.T, bs []*Broker, topic string, want int) {
 // readWholeLog returns every batch of p's log.
 func readWholeLog(p *partition) ([]byte, error) {
 	var out []byte
-	end := p.log.LogEndOffset()
-	for off := p.log.LogStartOffset(); off < end; {
-		rr, err := p.log.Read(off, 1<<20, end, true)
+	end := p.log().LogEndOffset()
+	for off := p.log().LogStartOffset(); off < end; {
+		rr, err := p.log().Read(off, 1<<20, end, true)
 		if err != nil {
 			return nil, fmt.Errorf("read %s-%d at %d: %w", p.topic, p.index, off, err)
 		}
@@ -500,7 +500,8 @@ func TestStaleLeadershipIgnored(t *testing.T) {
 	if err := l.SetLeaderEpoch(2); err != nil {
 		t.Fatal(err)
 	}
-	p := &partition{topic: "t", log: l}
+	p := &partition{topic: "t"}
+	p.lg.Store(l)
 	now := time.Now()
 	if _, err := p.applyState(&replicaState{leader: true, leaderID: 1, leaderEpoch: 1, replicas: []int32{1, 2}, isr: []int32{1, 2}, minISR: 1}, 1, now); err != nil {
 		t.Fatalf("stale leadership: %v", err)
@@ -526,7 +527,7 @@ func TestTopicConfigReachesEveryReplica(t *testing.T) {
 				if len(ps) != 1 || ps[0] == nil {
 					return fmt.Errorf("node %d has no open log of tc-0", b.cfg.NodeID)
 				}
-				if got := ps[0].log.Config().RetentionMs; got != want {
+				if got := ps[0].log().Config().RetentionMs; got != want {
 					b.partsMu.Lock()
 					seen := ps[0].configs
 					b.partsMu.Unlock()
@@ -543,7 +544,7 @@ func TestTopicConfigReachesEveryReplica(t *testing.T) {
 		if len(ps) != 1 || ps[0] == nil {
 			return fmt.Errorf("node %d has no open log of tc-0", bs[0].cfg.NodeID)
 		}
-		def = ps[0].log.Config().RetentionMs
+		def = ps[0].log().Config().RetentionMs
 		return nil
 	})
 	for _, op := range []struct {

@@ -173,28 +173,28 @@ func TestRetentionAndLiveConfig(t *testing.T) {
 		}
 		alter("by-bytes", "retention.bytes", "40000", "segment.bytes", "32768")
 		p := b.parts.Load().lookup("by-bytes", 0)
-		if got := p.log.Config(); got.RetentionBytes != 40000 || got.SegmentBytes != 32768 {
+		if got := p.log().Config(); got.RetentionBytes != 40000 || got.SegmentBytes != 32768 {
 			t.Fatalf("open log config retention.bytes=%d segment.bytes=%d; want the altered values", got.RetentionBytes, got.SegmentBytes)
 		}
 		testutil.WaitFor(t, 10*time.Second, func() error {
-			if size := p.log.Size(); size >= 40000+16384 || p.log.LogStartOffset() == 0 {
-				return fmt.Errorf("by-bytes holds %d bytes from offset %d", size, p.log.LogStartOffset())
+			if size := p.log().Size(); size >= 40000+16384 || p.log().LogStartOffset() == 0 {
+				return fmt.Errorf("by-bytes holds %d bytes from offset %d", size, p.log().LogStartOffset())
 			}
 			return nil
 		})
-		if size := p.log.Size(); size < 40000 {
+		if size := p.log().Size(); size < 40000 {
 			t.Fatalf("by-bytes holds %d bytes; retention.bytes keeps at least 40000", size)
 		}
 		start, err := startOffset(t, adm, "by-bytes")
-		if err != nil || start != p.log.LogStartOffset() {
-			t.Fatalf("ListOffsets start %d (%v); want %d", start, err, p.log.LogStartOffset())
+		if err != nil || start != p.log().LogStartOffset() {
+			t.Fatalf("ListOffsets start %d (%v); want %d", start, err, p.log().LogStartOffset())
 		}
 		if fp := rawFetch(t, b, cl, "by-bytes", start-1); fp.ErrorCode != kerr.OffsetOutOfRange.Code {
 			t.Fatalf("fetch below the start after retention: error %d; want OFFSET_OUT_OF_RANGE", fp.ErrorCode)
 		}
 
 		alter("by-time", "retention.ms", "300")
-		end := b.parts.Load().lookup("by-time", 0).log.LogEndOffset()
+		end := b.parts.Load().lookup("by-time", 0).log().LogEndOffset()
 		testutil.WaitFor(t, 10*time.Second, func() error {
 			if start, err := startOffset(t, adm, "by-time"); err != nil || start != end {
 				return fmt.Errorf("by-time start offset %d (%v); want every record expired up to %d", start, err, end)
@@ -226,7 +226,7 @@ func TestGroupCommitProduce(t *testing.T) {
 			r := &kgo.Record{Partition: int32(i % 2), Value: []byte(fmt.Sprintf("record-%d", i))}
 			cl.Produce(ctx, r, func(r *kgo.Record, err error) {
 				if err == nil {
-					if rp := b.parts.Load().lookup("gc", r.Partition).log.RecoveryPoint(); rp <= r.Offset {
+					if rp := b.parts.Load().lookup("gc", r.Partition).log().RecoveryPoint(); rp <= r.Offset {
 						err = fmt.Errorf("record at %d/%d acknowledged with the recovery point at %d", r.Partition, r.Offset, rp)
 					}
 				}
@@ -239,7 +239,7 @@ func TestGroupCommitProduce(t *testing.T) {
 			}
 		}
 		for i := range int32(2) {
-			l := b.parts.Load().lookup("gc", i).log
+			l := b.parts.Load().lookup("gc", i).log()
 			if !l.GroupCommit() || l.GroupCommitRounds() == 0 || l.GroupCommitRounds() >= n/2 {
 				t.Fatalf("partition %d: group commit %v with %d fsync rounds for %d records", i, l.GroupCommit(), l.GroupCommitRounds(), n/2)
 			}
@@ -250,7 +250,7 @@ func TestGroupCommitProduce(t *testing.T) {
 		if err := cl0.ProduceSync(ctx, &kgo.Record{Value: []byte("fire and forget")}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
-		l := b.parts.Load().lookup("gc", 0).log
+		l := b.parts.Load().lookup("gc", 0).log()
 		testutil.WaitFor(t, 10*time.Second, func() error {
 			if l.LogEndOffset() != n/2+1 || l.RecoveryPoint() != l.LogEndOffset() {
 				return fmt.Errorf("log end %d, recovery point %d; want both %d", l.LogEndOffset(), l.RecoveryPoint(), n/2+1)
@@ -309,8 +309,9 @@ func mountTmpfs(t *testing.T, size int64) string {
 }
 
 // TestDiskFull runs the broker on a small tmpfs and fills it: the produce that does not fit
-// fails with KAFKA_STORAGE_ERROR, everything acknowledged before stays readable and CRC-valid,
-// the broker keeps serving, and once space is freed produce continues at the next offset.
+// fails with KAFKA_STORAGE_ERROR and takes the log dir offline, as Kafka's: produce and fetch
+// keep answering KAFKA_STORAGE_ERROR even once space is freed; after a restart everything
+// acknowledged before is readable and CRC-valid, and produce continues at the next offset.
 func TestDiskFull(t *testing.T) {
 	forBackends(t, func(t *testing.T, io string) {
 		mnt := mountTmpfs(t, 8<<20)
@@ -370,12 +371,21 @@ func TestDiskFull(t *testing.T) {
 				t.Fatalf("high watermark %d; want %d", hw, want)
 			}
 		}
-		checkReadable(acked)
+		if fp := rawFetch(t, b, cl, "full", 0); fp.ErrorCode != kerr.KafkaStorageError.Code {
+			t.Fatalf("fetch from the offline dir: error %d; want KAFKA_STORAGE_ERROR (56)", fp.ErrorCode)
+		}
 		if err := os.Remove(filler); err != nil {
 			t.Fatal(err)
 		}
+		if sp := rawProduce(t, b, cl, "full", storageBatch(32<<10, time.Now().UnixMilli())); sp.ErrorCode != kerr.KafkaStorageError.Code {
+			t.Fatalf("produce to the offline dir after freeing space: error %d; want KAFKA_STORAGE_ERROR (56) until a restart", sp.ErrorCode)
+		}
+		b.Shutdown(context.Background())
+		b = startBroker(t, io, filepath.Join(mnt, "data"))
+		cl = newClient(t, b, kgo.RequestRetries(0))
+		checkReadable(acked)
 		if sp := rawProduce(t, b, cl, "full", storageBatch(32<<10, time.Now().UnixMilli())); sp.ErrorCode != 0 || sp.BaseOffset != acked {
-			t.Fatalf("produce after freeing space: error %d at %d; want success at %d", sp.ErrorCode, sp.BaseOffset, acked)
+			t.Fatalf("produce after freeing space and a restart: error %d at %d; want success at %d", sp.ErrorCode, sp.BaseOffset, acked)
 		}
 		checkReadable(acked + 1)
 	})

@@ -349,7 +349,7 @@ func TestTxnMarkersReplicated(t *testing.T) {
 	}
 	waitReplicasEqual(t, bs, "rtx", 3)
 	for _, b := range bs {
-		got := b.parts.Load().lookup("rtx", 0).log.AbortedTransactions(0, 3)
+		got := b.parts.Load().lookup("rtx", 0).log().AbortedTransactions(0, 3)
 		if len(got) != 1 || got[0].ProducerID != p.id || got[0].FirstOffset != 0 {
 			t.Fatalf("node %d lists aborted transactions %+v; want producer %d from 0", b.cfg.NodeID, got, p.id)
 		}

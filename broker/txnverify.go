@@ -59,7 +59,7 @@ func (b *Broker) verifyTxnPartitions(req *kmsg.ProduceRequest, im *meta.Image, t
 				continue
 			}
 			p := tbl.leaderID(topic.ID, rp.Partition)
-			if p == nil || p.log.InTransaction(batch.ProducerID(), batch.ProducerEpoch()) {
+			if p == nil || p.log().InTransaction(batch.ProducerID(), batch.ProducerEpoch()) {
 				continue
 			}
 			pid, epoch = batch.ProducerID(), batch.ProducerEpoch()

@@ -157,6 +157,18 @@ func (p *ackedProducer) count() int {
 	return len(p.acked)
 }
 
+// waitAcks waits for n more acknowledgements than there were when it was called.
+func (p *ackedProducer) waitAcks(t *testing.T, what string, n int) {
+	t.Helper()
+	from := p.count()
+	testutil.WaitFor(t, clusterTimeout, func() error {
+		if got := p.count() - from; got < n {
+			return fmt.Errorf("%s: %d acks, want %d", what, got, n)
+		}
+		return nil
+	})
+}
+
 // finish stops the producer, fails the test if a write failed, and returns the partition that
 // acknowledged each value, by value: the values 0 to its length - 1 were acknowledged.
 func (p *ackedProducer) finish(t *testing.T) []int32 {

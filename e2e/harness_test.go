@@ -173,18 +173,33 @@ func startRingbroker(t *testing.T, io string, overrides ...string) *Broker {
 func startRingbrokerOn(t *testing.T, io string, port int, overrides ...string) *Broker {
 	t.Helper()
 	dir := t.TempDir()
-	metricsPort := brokertest.FreePort(t)
+	b := newRingbroker(t, dir, port, ringbrokerArgv(t, dir, io, port, overrides...))
+	b.launch()
+	return b
+}
+
+// ringbrokerArgv is the command line of bin/ringbroker with the given I/O backend, its
+// PLAINTEXT listener on port, its data in dir/data, metrics on a free port and key=value
+// overrides.
+func ringbrokerArgv(t *testing.T, dir, io string, port int, overrides ...string) []string {
+	t.Helper()
 	argv := []string{
 		ringbrokerBinary(),
 		"--io=" + io,
 		"--override", fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d", port),
 		"--override", "log.dirs=" + filepath.Join(dir, "data"),
-		"--override", fmt.Sprintf("metrics.listen=127.0.0.1:%d", metricsPort),
+		"--override", fmt.Sprintf("metrics.listen=127.0.0.1:%d", brokertest.FreePort(t)),
 	}
 	for _, o := range overrides {
 		argv = append(argv, "--override", o)
 	}
-	b := &Broker{
+	return argv
+}
+
+// newRingbroker is a ringbroker, not started yet, run by argv in dir and serving clients on
+// port.
+func newRingbroker(t *testing.T, dir string, port int, argv []string) *Broker {
+	return &Broker{
 		t:         t,
 		kind:      "ringbroker",
 		addr:      fmt.Sprintf("127.0.0.1:%d", port),
@@ -193,8 +208,6 @@ func startRingbrokerOn(t *testing.T, io string, port int, overrides ...string) *
 		argv:      argv,
 		cleanExit: func(code int) bool { return code == 0 },
 	}
-	b.launch()
-	return b
 }
 
 // startKafka runs an Apache Kafka 4.1.1 single-node KRaft broker (broker and controller
@@ -210,7 +223,18 @@ func startKafka(t *testing.T, overrides ...string) *Broker {
 func startKafkaOn(t *testing.T, port, controllerPort int, overrides ...string) *Broker {
 	t.Helper()
 	dir := t.TempDir()
-	props := filepath.Join(dir, "server.properties")
+	props, log4j := writeKafkaConfig(t, dir, port, controllerPort, overrides...)
+	runJava(t, "kafka.tools.StorageTool", "format", "-t", newClusterID(t), "-c", props)
+	b := newKafkaBroker(t, dir, port, kafkaArgv(t, props, log4j))
+	b.launch()
+	return b
+}
+
+// writeKafkaConfig writes the server.properties of a single-node KRaft Apache Kafka with its data
+// in dir/data, plus key=value overrides, and its log4j2 configuration, and returns their paths.
+func writeKafkaConfig(t *testing.T, dir string, port, controllerPort int, overrides ...string) (props, log4j string) {
+	t.Helper()
+	props = filepath.Join(dir, "server.properties")
 	lines := []string{
 		"process.roles=broker,controller",
 		"node.id=1",
@@ -231,27 +255,34 @@ func startKafkaOn(t *testing.T, port, controllerPort int, overrides ...string) *
 	}
 	lines = append(lines, overrides...)
 	writeFile(t, props, strings.Join(lines, "\n")+"\n")
-	log4j := filepath.Join(dir, "log4j2.properties")
+	log4j = filepath.Join(dir, "log4j2.properties")
 	writeFile(t, log4j, log4jConfig("info", "SYSTEM_OUT"))
+	return props, log4j
+}
 
-	runJava(t, "kafka.tools.StorageTool", "format", "-t", newClusterID(t), "-c", props)
+// kafkaArgv is the command line of an Apache Kafka broker with the given configuration.
+func kafkaArgv(t *testing.T, props, log4j string) []string {
+	t.Helper()
+	return []string{
+		"java", "-Xms256m", "-Xmx1g", "-XX:+UseG1GC",
+		"-Dlog4j2.configurationFile=" + log4j,
+		"-cp", kafkaClasspath(t), "kafka.Kafka", props,
+	}
+}
 
-	b := &Broker{
+// newKafkaBroker is an Apache Kafka broker, not started yet, run by argv in dir and serving
+// clients on port.
+func newKafkaBroker(t *testing.T, dir string, port int, argv []string) *Broker {
+	return &Broker{
 		t:    t,
 		kind: "kafka",
 		addr: fmt.Sprintf("127.0.0.1:%d", port),
 		dir:  dir,
 		log:  filepath.Join(dir, "broker.log"),
-		argv: []string{
-			"java", "-Xms256m", "-Xmx1g", "-XX:+UseG1GC",
-			"-Dlog4j2.configurationFile=" + log4j,
-			"-cp", kafkaClasspath(t), "kafka.Kafka", props,
-		},
+		argv: argv,
 		// The JVM exits 143 (128+SIGTERM) after its shutdown hooks ran a clean shutdown.
 		cleanExit: func(code int) bool { return code == 0 || code == 143 },
 	}
-	b.launch()
-	return b
 }
 
 // launch starts the first run and registers the cleanup that kills the process and,

@@ -59,18 +59,7 @@ func TestReassignPartitions(t *testing.T) {
 	})
 
 	prod := startAckedProducer(ctx, t, addrs, topic)
-	// waitAcks waits for n more acknowledgements than there were when it was called.
-	waitAcks := func(what string, n int) {
-		t.Helper()
-		from := prod.count()
-		testutil.WaitFor(t, clusterTimeout, func() error {
-			if got := prod.count() - from; got < n {
-				return fmt.Errorf("%s: %d acks, want %d", what, got, n)
-			}
-			return nil
-		})
-	}
-	waitAcks("before the first move", 500)
+	prod.waitAcks(t, "before the first move", 500)
 
 	reassign := func(args ...string) string {
 		t.Helper()
@@ -107,7 +96,7 @@ func TestReassignPartitions(t *testing.T) {
 			}
 			return nil
 		})
-		waitAcks(fmt.Sprintf("after the move to %v", target), 500)
+		prod.waitAcks(t, fmt.Sprintf("after the move to %v", target), 500)
 	}
 
 	// A move to a broker that is down waits for it, and can be cancelled. Kafka's tool refuses
@@ -141,7 +130,7 @@ func TestReassignPartitions(t *testing.T) {
 	if leader, replicas, isr, text := describe(); leader != 1 || !slices.Equal(replicas, []int{1, 2, 3}) || len(isr) != 3 {
 		t.Fatalf("after --cancel: want leader 1, replicas 1,2,3 all in sync:\n%s", text)
 	}
-	waitAcks("after the cancelled move", 500)
+	prod.waitAcks(t, "after the cancelled move", 500)
 	nodes[3].Restart()
 
 	move([]int{1, 2, 4})

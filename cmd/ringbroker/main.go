@@ -152,7 +152,7 @@ func format(args []string) error {
 	if err := broker.Format(cfg, *clusterID, qf); err != nil {
 		return fmt.Errorf("format: %w", err)
 	}
-	fmt.Printf("Formatted %s with cluster.id %s and node.id %d\n", cfg.LogDirs[0], *clusterID, cfg.NodeID)
+	fmt.Printf("Formatted %s with cluster.id %s and node.id %d\n", strings.Join(cfg.LogDirs, ", "), *clusterID, cfg.NodeID)
 	return nil
 }
 
