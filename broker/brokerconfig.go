@@ -118,6 +118,9 @@ type Config struct {
 	// {leader,follower}.replication.throttled.replicas) that are out of the ISR; see quota.go.
 	LeaderReplicationThrottledRate   int64
 	FollowerReplicationThrottledRate int64
+	// AlterLogDirsRate is replica.alter.log.dirs.io.max.bytes.per.second: the bound on the
+	// bytes per second log dir moves copy.
+	AlterLogDirsRate int64
 
 	// Incremental fetch sessions (KIP-227, fetchsession.go).
 	FetchSessionSlots       int32         // max.incremental.fetch.session.cache.slots
@@ -606,7 +609,8 @@ var coreConfigDefs = []brokerConfigDef{
 		"bytes per second a leader sends to followers out of the ISR of the partitions its topics list in leader.replication.throttled.replicas (set by kafka-reassign-partitions --throttle)").onlyDynamic(),
 	intDef("follower.replication.throttled.rate", kindLong, "9223372036854775807", func(c *Config) *int64 { return &c.FollowerReplicationThrottledRate }, atLeast(0),
 		"bytes per second a follower out of the ISR fetches of the partitions its topics list in follower.replication.throttled.replicas (set by kafka-reassign-partitions --throttle)").onlyDynamic(),
-	ignoredDef("replica.alter.log.dirs.io.max.bytes.per.second", kindLong).live(),
+	intDef("replica.alter.log.dirs.io.max.bytes.per.second", kindLong, "9223372036854775807", func(c *Config) *int64 { return &c.AlterLogDirsRate }, atLeast(1),
+		"bytes per second copied between log dirs by AlterReplicaLogDirs moves, over Kafka's 11 one-second windows").live(),
 	intDef("transaction.state.log.num.partitions", kindInt, "50", func(c *Config) *int32 { return &c.TxnStatePartitions }, atLeast(1),
 		"partitions of __transaction_state, created on the first FindCoordinator for a transactional id"),
 	intDef("transaction.state.log.replication.factor", kindShort, "3", func(c *Config) *int16 { return &c.TxnStateReplicas }, atLeast(1),

@@ -36,7 +36,7 @@ func TestDefaultConfig(t *testing.T) {
 		TxnAbortTimedOutInterval: 10 * time.Second, TxnIDExpiration: 7 * 24 * time.Hour, TxnRemoveExpiredInterval: time.Hour, TxnPartitionVerification: true,
 		FetchSessionSlots: 1000, FetchSessionEvictionMin: 2 * time.Minute,
 		AutoLeaderRebalance: true, LeaderImbalanceCheckInterval: 300 * time.Second, LeaderImbalancePerBrokerPct: 10,
-		LogCacheWindowBytes: 64 << 20, LeaderReplicationThrottledRate: 1<<63 - 1, FollowerReplicationThrottledRate: 1<<63 - 1,
+		LogCacheWindowBytes: 64 << 20, LeaderReplicationThrottledRate: 1<<63 - 1, FollowerReplicationThrottledRate: 1<<63 - 1, AlterLogDirsRate: 1<<63 - 1,
 		Security: SecurityConfig{InterBrokerProtocol: "PLAINTEXT", SaslMechanisms: []string{"GSSAPI"}, InterBrokerSaslMechanism: "GSSAPI",
 			SaslMaxReceive: 512 << 10, FailedAuthDelay: 100 * time.Millisecond, AuthTimeout: 10 * time.Second, SSLKeystoreType: "JKS", SSLTruststoreType: "JKS",
 			SSLClientAuth: "none", SSLEnabledProtocols: []string{"TLSv1.2", "TLSv1.3"}, SSLProtocol: "TLSv1.3",

@@ -80,7 +80,7 @@ func (b *Broker) applyDynamicConfig(im *meta.Image) {
 		}
 	}
 	b.dyn.Store(next)
-	b.quotas.setRates(next.cfg.LeaderReplicationThrottledRate, next.cfg.FollowerReplicationThrottledRate)
+	b.quotas.setRates(next.cfg.LeaderReplicationThrottledRate, next.cfg.FollowerReplicationThrottledRate, next.cfg.AlterLogDirsRate)
 	for _, name := range im.SortedTopicNames() {
 		b.applyTopicLogConfig(name)
 	}

@@ -731,3 +731,40 @@ func TestAlterReplicaLogDirsResumes(t *testing.T) {
 		}
 	}
 }
+
+// TestAlterReplicaLogDirsThrottle: with replica.alter.log.dirs.io.max.bytes.per.second a move
+// copies its first megabyte and then waits for the rate to fall (Kafka's quota windows let
+// about ten seconds' worth through, then hold the rate), so 3 MiB are still being moved a
+// second later; lifting the bound (a dynamic broker config, as Kafka's) lets it finish.
+func TestAlterReplicaLogDirsThrottle(t *testing.T) {
+	b, td := startTwoDirs(t, "netpoll", "thr", "replica.alter.log.dirs.io.max.bytes.per.second=16384")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := newClient(t, b, kgo.ProducerBatchCompression(kgo.NoCompression()))
+	value := []byte(strings.Repeat("y", 64<<10))
+	for i := range 48 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "thr", Value: value}).FirstErr(); err != nil {
+			t.Fatalf("produce %d: %v", i, err)
+		}
+	}
+	if code := alterLogDir(t, cl, td.to, "thr"); code != 0 {
+		t.Fatalf("move thr-0 to %s: error %d", td.to, code)
+	}
+	time.Sleep(time.Second)
+	p := b.parts.Load().lookup("thr", 0)
+	if p.dir.Load().path == td.to || p.move.Load() == nil {
+		t.Fatalf("3 MiB moved within a second at 16 KiB/s; want the move held back")
+	}
+	if err := alterBroker(t, cl, "1", "replica.alter.log.dirs.io.max.bytes.per.second", "9223372036854775807"); err != nil {
+		t.Fatalf("remove the move throttle: %v", err)
+	}
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if p := b.parts.Load().lookup("thr", 0); p.dir.Load().path != td.to || p.move.Load() != nil {
+			return fmt.Errorf("thr-0 in %s, move in progress %v", p.dir.Load().path, p.move.Load() != nil)
+		}
+		return nil
+	})
+	if got := readAcked(t, b, "thr", 48); len(got) != 48 {
+		t.Fatalf("read %d records after the move; want 48", len(got))
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"ringbroker/broker/meta"
 	"ringbroker/internal/fsutil"
@@ -133,10 +134,13 @@ func (b *Broker) cancelMove(p *partition) {
 }
 
 // runMove copies p's log into m.future step by step until a step swaps it in, or the move is
-// cancelled, the broker stops or a dir fails.
+// cancelled, the broker stops or a dir fails. While the moves copy faster than
+// replica.alter.log.dirs.io.max.bytes.per.second, it waits instead, as Kafka's
+// ReplicaAlterLogDirsThread skips a throttled partition.
 func (b *Broker) runMove(p *partition, m *logMove) {
 	defer b.bg.Done()
 	defer close(m.done)
+	quota := b.quotas.alterLogDirs
 	for {
 		select {
 		case <-m.stop:
@@ -147,7 +151,23 @@ func (b *Broker) runMove(p *partition, m *logMove) {
 			return
 		default:
 		}
-		swapped, err := b.moveStep(p, m)
+		if quota.bounded() && quota.exceeded(time.Now()) {
+			select {
+			case <-m.stop:
+			case <-b.stop:
+			case <-time.After(moveThrottleWait):
+			}
+			continue
+		}
+		limit := moveStepBytes
+		if quota.bounded() {
+			// One read per step, so the throttle is looked at every moveReadBytes at most.
+			limit = moveReadBytes
+		}
+		copied, swapped, err := b.moveStep(p, m, limit)
+		if quota.bounded() {
+			quota.record(time.Now(), copied)
+		}
 		if err != nil {
 			b.dropMove(p, m, err)
 			return
@@ -157,6 +177,9 @@ func (b *Broker) runMove(p *partition, m *logMove) {
 		}
 	}
 }
+
+// moveThrottleWait is how long a throttled move waits before it looks at its rate again.
+const moveThrottleWait = 100 * time.Millisecond
 
 // dropMove abandons m: the copy is closed and removed.
 func (b *Broker) dropMove(p *partition, m *logMove, cause error) {
@@ -169,46 +192,46 @@ func (b *Broker) dropMove(p *partition, m *logMove, cause error) {
 	}
 }
 
-// moveStep copies up to moveStepBytes of p's log into the copy under p.appendMu, and swaps the
-// copy in when it has caught up.
-func (b *Broker) moveStep(p *partition, m *logMove) (swapped bool, err error) {
+// moveStep copies up to limit bytes of p's log into the copy under p.appendMu, and swaps the
+// copy in when it has caught up. copied is how many bytes it copied.
+func (b *Broker) moveStep(p *partition, m *logMove, limit int) (copied int, swapped bool, err error) {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
 	cur, f := p.log(), m.future
 	if from := p.dir.Load(); from.offline() || m.to.offline() {
-		return false, fmt.Errorf("a log dir went offline: %w", errors.Join(from.err(), m.to.err()))
+		return 0, false, fmt.Errorf("a log dir went offline: %w", errors.Join(from.err(), m.to.err()))
 	}
 	if err := followCurrent(cur, f); err != nil {
 		b.noteStorageError(m.to, err)
-		return false, err
+		return 0, false, err
 	}
-	for copied := 0; copied < moveStepBytes; {
+	for copied < limit {
 		if f.LogEndOffset() >= cur.LogEndOffset() {
-			return true, b.swapLog(p, m, cur)
+			return copied, true, b.swapLog(p, m, cur)
 		}
 		rr, err := cur.Read(f.LogEndOffset(), moveReadBytes, -1, true)
 		if errors.Is(err, rlog.ErrOffsetOutOfRange) {
 			// Retention or DeleteRecords, which do not take appendMu, moved the log start past
 			// the copy's end meanwhile: the next step starts the copy over there.
-			return false, nil
+			return copied, false, nil
 		}
 		if err != nil {
 			b.noteStorageError(p.dir.Load(), err)
-			return false, fmt.Errorf("read %s at %d: %w", cur.Dir(), f.LogEndOffset(), err)
+			return copied, false, fmt.Errorf("read %s at %d: %w", cur.Dir(), f.LogEndOffset(), err)
 		}
 		if len(rr.Data) == 0 {
 			rr.Release()
-			return false, fmt.Errorf("read %s at %d: nothing below the log end %d", cur.Dir(), f.LogEndOffset(), cur.LogEndOffset())
+			return copied, false, fmt.Errorf("read %s at %d: nothing below the log end %d", cur.Dir(), f.LogEndOffset(), cur.LogEndOffset())
 		}
 		_, err = f.AppendAsFollower(rr.Data)
 		copied += len(rr.Data)
 		rr.Release()
 		if err != nil {
 			b.noteStorageError(m.to, err)
-			return false, fmt.Errorf("copy into %s: %w", f.Dir(), err)
+			return copied, false, fmt.Errorf("copy into %s: %w", f.Dir(), err)
 		}
 	}
-	return false, nil
+	return copied, false, nil
 }
 
 // followCurrent brings the copy f in line with what happened to the current log cur since the

@@ -96,20 +96,25 @@ func (q *rateQuota) exceeded(now time.Time) bool {
 	return bound != math.MaxInt64 && q.rate(now) > float64(bound)
 }
 
-// replicationQuotas are a broker's two replication throttles.
+// replicationQuotas are a broker's two replication throttles and the throttle of its log dir
+// moves.
 type replicationQuotas struct {
 	leader   *rateQuota // leader.replication.throttled.rate
 	follower *rateQuota // follower.replication.throttled.rate
+	// alterLogDirs bounds the bytes AlterReplicaLogDirs moves copy
+	// (replica.alter.log.dirs.io.max.bytes.per.second), as Kafka's ReplicaAlterLogDirsThread.
+	alterLogDirs *rateQuota
 }
 
 func newReplicationQuotas() replicationQuotas {
-	return replicationQuotas{leader: newRateQuota(), follower: newRateQuota()}
+	return replicationQuotas{leader: newRateQuota(), follower: newRateQuota(), alterLogDirs: newRateQuota()}
 }
 
-// setRates applies the two rates in force.
-func (r replicationQuotas) setRates(leader, follower int64) {
+// setRates applies the rates in force.
+func (r replicationQuotas) setRates(leader, follower, alterLogDirs int64) {
 	r.leader.setBound(leader)
 	r.follower.setBound(follower)
+	r.alterLogDirs.setBound(alterLogDirs)
 }
 
 // listsReplica reports whether a {leader,follower}.replication.throttled.replicas value
