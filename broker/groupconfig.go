@@ -35,12 +35,13 @@ type groupConfigKey struct {
 	name string
 	typ  kmsg.ConfigType
 	dflt func(c *Config) int64 // INT keys
-	// least is the INT value's ConfigDef lower bound; min and max the broker's bounds, named
-	// minKey and maxKey in Kafka's messages (max < 0: none).
-	least, min, max int64
-	minKey, maxKey  string
-	// minOf and maxOf read the bounds from the broker config where ringbroker has the keys.
-	minOf, maxOf func(c *Config) int64
+	// least is the INT value's ConfigDef lower bound.
+	least int64
+	// minOf and maxOf are the broker's bounds, named minKey (none when empty) and maxKey in
+	// Kafka's messages: the broker config's where ringbroker has the keys, else Kafka's
+	// defaults.
+	minOf, maxOf   func(c *Config) int64
+	minKey, maxKey string
 	// str is a STRING key's default and valid its check.
 	str   string
 	valid func(string) bool
@@ -255,15 +256,15 @@ func (b *Broker) commitResourceConfigs(typ meta.RecordType, name string, cur, ne
 // GroupConfig values where it sets them, zero otherwise (the coordinator's defaults).
 func (b *Broker) groupTimeouts(group string) (heartbeat, session time.Duration) {
 	cfg := b.meta.Image().GroupConfigs[group]
+	if cfg == nil {
+		return 0, 0
+	}
 	ms := func(key string) time.Duration {
 		n, err := strconv.ParseInt(strings.TrimSpace(cfg[key]), 10, 32)
 		if err != nil || n <= 0 {
 			return 0
 		}
 		return time.Duration(n) * time.Millisecond
-	}
-	if cfg == nil {
-		return 0, 0
 	}
 	return ms(groupConsumerHeartbeatInterval), ms(groupConsumerSessionTimeout)
 }
