@@ -33,6 +33,9 @@ func storedCodec(v string) (codec wire.Codec, ok bool) {
 	return codec, ok
 }
 
+// recompressInitialRecords caps the records recompress allocates for before it has decoded any.
+const recompressInitialRecords = 4096
+
 // validCompressionType accepts Kafka's compression.type values: producer or a stored codec.
 func validCompressionType(v string) error {
 	if _, ok := storedCodec(v); ok || strings.EqualFold(strings.TrimSpace(v), "producer") {
@@ -47,7 +50,9 @@ func validCompressionType(v string) error {
 // timestamp type) in a new batch v2. The result must fit maxBytes (MESSAGE_TOO_LARGE
 // otherwise, as Kafka checks the rewritten batch).
 func (b *Broker) recompress(batch wire.Batch, codec wire.Codec, level, maxBytes int) (wire.Batch, *kerr.Error, string) {
-	recs := make([]wire.Record, 0, batch.NumRecords())
+	// The count is the producer's say-so until the records decode: it only sizes the first
+	// allocation, capped.
+	recs := make([]wire.Record, 0, min(int(max(batch.NumRecords(), 0)), recompressInitialRecords))
 	err := b.codecs.DecodeRecords(batch, compactedDecodeLimit, func(r *wire.Record) error {
 		c := wire.Record{Attributes: r.Attributes, TimestampDelta: r.TimestampDelta, OffsetDelta: r.OffsetDelta,
 			Key: bytes.Clone(r.Key), Value: bytes.Clone(r.Value)}

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"testing"
 	"time"
@@ -120,4 +121,23 @@ func fetchStored(ctx context.Context, t *testing.T, b *Broker, topic string, id 
 		t.Fatalf("%s: fetch: %v %+v", topic, err, resp)
 	}
 	return resp.Topics[0].Partitions[0].RecordBatches
+}
+
+// TestRecompressLyingCount: a compressed batch whose header claims two billion records is
+// refused by the recompression of a zstd topic without allocating for them, and the broker
+// goes on serving.
+func TestRecompressLyingCount(t *testing.T) {
+	b := startBroker(t, "netpoll", t.TempDir())
+	batch, err := b.codecs.AppendBatch(nil, wire.BatchHeader{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
+		wire.CodecGzip, []wire.Record{{Value: []byte("one")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lying := wire.Batch(batch)
+	binary.BigEndian.PutUint32(lying[57:], 2_000_000_000) // the record count
+	if _, code, msg := b.recompress(lying, wire.CodecZstd, wire.DefaultLevel, 1<<20); code == nil {
+		t.Fatalf("a batch claiming 2e9 records was recompressed")
+	} else {
+		t.Logf("refused: %v %s", code, msg)
+	}
 }
