@@ -163,8 +163,6 @@ func TestControllerMutationQuota(t *testing.T) {
 func TestMaxConnections(t *testing.T) {
 	forBackends(t, func(t *testing.T, backend string) {
 		b := startBroker(t, backend, t.TempDir(), "max.connections=2")
-		// ApiVersions v0: key 18, version 0, correlation id 1, null client id, no body.
-		apiVersions := []byte{0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 1, 0xff, 0xff}
 		answered := func(c net.Conn, within time.Duration) bool {
 			c.SetReadDeadline(time.Now().Add(within))
 			_, err := c.Read(make([]byte, 4))
@@ -172,15 +170,7 @@ func TestMaxConnections(t *testing.T) {
 		}
 		var conns []net.Conn
 		for range 3 {
-			c, err := net.DialTimeout("tcp", b.Addr().String(), 5*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { c.Close() })
-			if _, err := c.Write(apiVersions); err != nil {
-				t.Fatal(err)
-			}
-			conns = append(conns, c)
+			conns = append(conns, dialAPIVersions(t, b))
 		}
 		// Which connection waits depends on the order the broker opened them in.
 		time.Sleep(500 * time.Millisecond)
@@ -208,8 +198,6 @@ func TestMaxConnections(t *testing.T) {
 // (AlterClientQuotas on an ip entity) closes those over it instead, as Kafka's
 // ConnectionQuotas. With quota.window.num=3 a rate of 2/s admits a burst of 4 at once.
 func TestConnectionCreationRate(t *testing.T) {
-	// ApiVersions v0: key 18, version 0, correlation id 1, null client id, no body.
-	apiVersions := []byte{0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 1, 0xff, 0xff}
 	// burst dials n connections at once, each sending an ApiVersions, and returns when each
 	// was answered, after start (a negative duration: closed unanswered).
 	burst := func(t *testing.T, b *Broker, n int) []time.Duration {
@@ -217,14 +205,7 @@ func TestConnectionCreationRate(t *testing.T) {
 		answers := make(chan int, n)
 		took := make([]time.Duration, n)
 		for i := range n {
-			c, err := net.DialTimeout("tcp", b.Addr().String(), 5*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { c.Close() })
-			if _, err := c.Write(apiVersions); err != nil {
-				t.Fatal(err)
-			}
+			c := dialAPIVersions(t, b)
 			go func() {
 				c.SetReadDeadline(time.Now().Add(20 * time.Second))
 				_, err := io.ReadFull(c, make([]byte, 4))
@@ -375,4 +356,19 @@ func setClientQuota(ctx context.Context, t *testing.T, adm *kadm.Client, typ, na
 	if err != nil || len(altered) != 1 || altered[0].Err != nil {
 		t.Fatalf("AlterClientQuotas %s=%s %s=%v: %v %+v", typ, name, key, value, err, altered)
 	}
+}
+
+// dialAPIVersions opens a raw connection to b, closed when the test ends, and sends an
+// ApiVersions v0 request on it (key 18, version 0, correlation id 1, null client id, no body).
+func dialAPIVersions(t *testing.T, b *Broker) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", b.Addr().String(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.Write([]byte{0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 1, 0xff, 0xff}); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
