@@ -639,12 +639,27 @@ var coreConfigDefs = []brokerConfigDef{
 
 // lookupBrokerConfig returns the definition of key.
 func lookupBrokerConfig(key string) (brokerConfigDef, bool) {
-	for _, d := range brokerConfigDefs {
-		if d.name == key {
-			return d, true
+	i, ok := brokerConfigIndex[key]
+	if !ok {
+		return brokerConfigDef{}, false
+	}
+	return brokerConfigDefs[i], true
+}
+
+// brokerConfigIndex is the position of each key in brokerConfigDefs: Produce looks topic
+// defaults up through it on every request.
+var brokerConfigIndex = indexByName(brokerConfigDefs, func(d brokerConfigDef) string { return d.name })
+
+// indexByName maps the name of each of defs to its index, the first one where a name repeats
+// (as a scan from the start finds it).
+func indexByName[T any](defs []T, name func(T) string) map[string]int {
+	index := make(map[string]int, len(defs))
+	for i, d := range defs {
+		if _, dup := index[name(d)]; !dup {
+			index[name(d)] = i
 		}
 	}
-	return brokerConfigDef{}, false
+	return index
 }
 
 // DefaultConfig is a single node with data in ./data, clients on 127.0.0.1:9092 and metrics on

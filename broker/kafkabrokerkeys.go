@@ -52,13 +52,15 @@ func (k kafkaBrokerKey) defaultValue() *string {
 
 // lookupKafkaBrokerKey returns Kafka's key of that name.
 func lookupKafkaBrokerKey(name string) (kafkaBrokerKey, bool) {
-	for _, k := range kafkaBrokerKeys {
-		if k.name == name {
-			return k, true
-		}
+	i, ok := kafkaBrokerKeyIndex[name]
+	if !ok {
+		return kafkaBrokerKey{}, false
 	}
-	return kafkaBrokerKey{}, false
+	return kafkaBrokerKeys[i], true
 }
+
+// kafkaBrokerKeyIndex is the position of each key in kafkaBrokerKeys.
+var kafkaBrokerKeyIndex = indexByName(kafkaBrokerKeys, func(k kafkaBrokerKey) string { return k.name })
 
 // kafkaSynonymGroups are the broker keys that set one value in different units or through a
 // fallback, each group in Kafka's order (DynamicBrokerConfig.brokerConfigSynonyms).

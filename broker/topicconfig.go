@@ -98,13 +98,15 @@ var topicConfigDefs = []topicConfigDef{
 }
 
 func lookupTopicConfig(name string) (topicConfigDef, bool) {
-	for _, d := range topicConfigDefs {
-		if d.name == name {
-			return d, true
-		}
+	i, ok := topicConfigIndex[name]
+	if !ok {
+		return topicConfigDef{}, false
 	}
-	return topicConfigDef{}, false
+	return topicConfigDefs[i], true
 }
+
+// topicConfigIndex is the position of each config in topicConfigDefs.
+var topicConfigIndex = indexByName(topicConfigDefs, func(d topicConfigDef) string { return d.name })
 
 // validateTopicConfig checks one topic config as Kafka's LogConfig.validate does; the error text
 // goes to the client in the response's error message.
