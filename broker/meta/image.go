@@ -255,7 +255,7 @@ func (im *Image) Apply(offset int64, recs []Record) (*Image, error) {
 		}
 		return t, nil
 	}
-	brokersCopied, brokerConfigsCopied := false, false
+	brokersCopied := false
 	for i, r := range recs {
 		switch r.Type {
 		case TypeTopic:
@@ -320,28 +320,7 @@ func (im *Image) Apply(offset int64, recs []Record) (*Image, error) {
 				t.Configs[r.ConfigKey] = *r.ConfigValue
 			}
 		case TypeBrokerConfig:
-			if !brokerConfigsCopied {
-				next.BrokerConfigs = maps.Clone(next.BrokerConfigs)
-				if next.BrokerConfigs == nil {
-					next.BrokerConfigs = map[string]map[string]string{}
-				}
-				brokerConfigsCopied = true
-			}
-			// Each record copies its resource's map: a few keys, changed rarely.
-			cfg := maps.Clone(next.BrokerConfigs[r.ConfigResource])
-			if cfg == nil {
-				cfg = map[string]string{}
-			}
-			if r.ConfigValue == nil {
-				delete(cfg, r.ConfigKey)
-			} else {
-				cfg[r.ConfigKey] = *r.ConfigValue
-			}
-			if len(cfg) == 0 {
-				delete(next.BrokerConfigs, r.ConfigResource)
-			} else {
-				next.BrokerConfigs[r.ConfigResource] = cfg
-			}
+			next.BrokerConfigs = withResourceConfig(next.BrokerConfigs, r)
 		case TypeClientMetricsConfig:
 			if err := next.applyClientMetricsConfig(r); err != nil {
 				return nil, fmt.Errorf("record %d: %w", i, err)
