@@ -71,10 +71,28 @@ func txnRows() []compareRow {
 	}
 }
 
+// probeRows are the round trips of the runs' probes (ProbeStats), left out when no run has one.
+func probeRows() []compareRow {
+	val := func(f func(l *Latency) float64) func(r *Result) (float64, bool) {
+		return func(r *Result) (float64, bool) {
+			if r.Probe == nil {
+				return 0, false
+			}
+			return f(&r.Probe.Latency), true
+		}
+	}
+	return []compareRow{
+		{"probe p50 ms", val(func(l *Latency) float64 { return l.P50Ms }), FormatMs, true},
+		{"probe p99 ms", val(func(l *Latency) float64 { return l.P99Ms }), FormatMs, true},
+		{"probe p99.9 ms", val(func(l *Latency) float64 { return l.P999Ms }), FormatMs, true},
+	}
+}
+
 func compareRows() []compareRow {
 	rows := statsRows("publish", func(r *Result) *Stats { return &r.Publish })
 	rows = append(rows, statsRows("e2e", func(r *Result) *Stats { return r.E2E })...)
 	rows = append(rows, txnRows()...)
+	rows = append(rows, probeRows()...)
 	return append(rows,
 		compareRow{"unsent", func(r *Result) (float64, bool) { return float64(r.Unsent), true }, fmtCount, false},
 		compareRow{"broker peak RSS MiB", func(r *Result) (float64, bool) {

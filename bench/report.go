@@ -125,6 +125,10 @@ func WriteReport(out io.Writer, r *Result) error {
 		// Counted in transactions, not records: errors are the aborted ones.
 		row("commit (txns)", t.Committed, fmtRate(t.CommitsPerSec), "-", t.Aborted, t.Commit)
 	}
+	if p := r.Probe; p != nil {
+		// The round trip of a request that costs the broker next to nothing: the floor.
+		row("probe (rtt)", p.Requests, fmtRate(float64(p.Requests)/time.Duration(r.Duration).Seconds()), "-", p.Errors, p.Latency)
+	}
 	if err := writeColumns(out, rows); err != nil {
 		return fmt.Errorf("write report: %w", err)
 	}

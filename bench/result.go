@@ -40,6 +40,9 @@ type Result struct {
 	// Transactions counts the transactions and times their commits; nil unless the workload
 	// is transactional.
 	Transactions *TxnStats `json:"transactions,omitempty"`
+	// Probe times a request round trip taken beside the workload; nil when the run sent no
+	// probes.
+	Probe *ProbeStats `json:"probe,omitempty"`
 	// Unsent counts records the schedule called for by the end of the measured
 	// period that the producers never got to send: the system could not keep the rate.
 	Unsent uint64 `json:"unsent"`
@@ -77,6 +80,23 @@ type TxnStats struct {
 	// Commit is the latency of committing: the EndTransaction round trip, which starts once
 	// every record of the transaction is acknowledged.
 	Commit Latency `json:"commitLatency"`
+}
+
+// ProbeStats summarizes the probe of a run: a Metadata request for no topics, sent by a client
+// of its own at a fixed interval through the measured period. It costs a broker next to nothing
+// to answer, so its round trip is the floor under every request's latency in that run: what
+// the machine (the client's and the broker's scheduling on shared cores, loopback) adds to any
+// request under the workload's load. A commit or produce latency close to it has little left
+// that a broker could take off.
+type ProbeStats struct {
+	// Interval is the time between probe sends.
+	Interval Duration `json:"interval"`
+	// Requests counts the probes answered whose send fell in the measured period.
+	Requests uint64 `json:"requests"`
+	// Errors counts probes that failed.
+	Errors uint64 `json:"errors"`
+	// Latency summarizes the round trips.
+	Latency Latency `json:"latency"`
 }
 
 // NewTxnStats builds TxnStats from the commit latency histogram over a measured duration.

@@ -47,6 +47,9 @@ type Options struct {
 	// machine) whose CPU time and peak RSS over the measured period, summed
 	// over them, go into the result.
 	BrokerPIDs []int
+	// ProbeInterval is how often the run times a request round trip of its own (Probe in the
+	// result); 0 sends none.
+	ProbeInterval time.Duration
 	// Logger receives setup and teardown events; nil discards them.
 	Logger *slog.Logger
 }
@@ -162,7 +165,10 @@ type runner struct {
 	pub, e2e side
 	// txn holds the commit latencies of a transactional workload; its errors count the
 	// aborted transactions.
-	txn      side
+	txn side
+	// probe holds the round trips of the probe requests (probe.go); its errors count the
+	// failed ones.
+	probe    side
 	foreign  atomic.Uint64 // consumed records without a plausible stamp
 	unsent   atomic.Uint64
 	firstErr atomic.Pointer[string]
@@ -299,6 +305,12 @@ func (r *runner) run(ctx context.Context) (res *Result, err error) {
 	for _, c := range consumers {
 		consWG.Go(func() { r.consume(consCtx, c) })
 	}
+	probeCtx, stopProbe := context.WithDeadline(abortCtx, r.end)
+	defer stopProbe()
+	var probeWG sync.WaitGroup
+	if r.opts.ProbeInterval > 0 {
+		probeWG.Go(func() { r.runProbe(probeCtx, r.opts.ProbeInterval) })
+	}
 
 	// Producers stop at the first intended time past the end; sendGrace only
 	// stops those still behind schedule, and lets a late timer wake-up finish.
@@ -313,6 +325,8 @@ func (r *runner) run(ctx context.Context) (res *Result, err error) {
 		}
 	}
 	prodWG.Wait()
+	stopProbe()
+	probeWG.Wait()
 	r.phase.Store(int32(phaseDrain))
 
 	for _, p := range producers {
@@ -367,6 +381,11 @@ func (r *runner) result(usage *BrokerUsage) *Result {
 		commits := r.txn.snapshot(true)
 		s := NewTxnStats(&commits, r.txn.errors.Load(), d)
 		res.Transactions = &s
+	}
+	if r.opts.ProbeInterval > 0 {
+		probes := r.probe.snapshot(true)
+		res.Probe = &ProbeStats{Interval: Duration(r.opts.ProbeInterval), Requests: probes.Count(),
+			Errors: r.probe.errors.Load(), Latency: Summarize(&probes)}
 	}
 	if e := r.firstErr.Load(); e != nil {
 		r.log.Warn("errors during run", "first", *e, "publishErrors", res.Publish.Errors)

@@ -47,6 +47,8 @@ func testRunFixedRate(t *testing.T, b *brokertest.Broker) {
 		Label:      "ringbroker",
 		Progress:   &progress,
 		BrokerPIDs: []int{b.PID},
+		// Every 10 ms through the 1.5 s measured period.
+		ProbeInterval: 10 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -78,6 +80,10 @@ func testRunFixedRate(t *testing.T, b *brokertest.Broker) {
 	if *u.PeakAnonRSSBytes == 0 || *u.PeakAnonRSSBytes > *u.PeakRSSBytes {
 		t.Fatalf("broker peak anonymous RSS %d B, peak RSS %d B; want 0 < anonymous <= RSS", *u.PeakAnonRSSBytes, *u.PeakRSSBytes)
 	}
+	if p := res.Probe; p == nil || p.Requests < 100 || p.Requests > 151 || p.Errors != 0 ||
+		!(p.Latency.MinMs > 0 && p.Latency.P50Ms <= p.Latency.MaxMs) {
+		t.Fatalf("probe = %+v, want 100-151 round trips in 1.5 s at one per 10 ms, no errors, ordered latencies", p)
+	}
 	if !strings.Contains(progress.String(), "run ") || !strings.Contains(progress.String(), "rec/s") {
 		t.Fatalf("no progress lines in %q", progress.String())
 	}
@@ -102,7 +108,7 @@ func testRunFixedRate(t *testing.T, b *brokertest.Broker) {
 	if err := WriteReport(&report, res); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"publish", "end-to-end", "1500", "broker pid"} {
+	for _, want := range []string{"publish", "end-to-end", "1500", "broker pid", "probe (rtt)"} {
 		if !strings.Contains(report.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, report.String())
 		}
@@ -127,6 +133,9 @@ func testRunMaxRate(t *testing.T, b *brokertest.Broker) {
 	if res.E2E.Records != res.Publish.Records {
 		t.Fatalf("consumed %d of %d published records", res.E2E.Records, res.Publish.Records)
 	}
+	if res.Probe != nil {
+		t.Fatalf("probe %+v reported without ProbeInterval", res.Probe)
+	}
 }
 
 // testRunStallShowsInLatency stops the broker process for a moment inside
@@ -150,6 +159,7 @@ func testRunStallShowsInLatency(t *testing.T, b *brokertest.Broker) {
 			Label:            "ringbroker",
 			Progress:         measuring,
 			ProgressInterval: 50 * time.Millisecond,
+			ProbeInterval:    10 * time.Millisecond,
 		})
 		done <- outcome{res, err}
 	}()
@@ -182,6 +192,10 @@ func testRunStallShowsInLatency(t *testing.T, b *brokertest.Broker) {
 	// About stall*rate records waited behind the stall: well over 1 % of 750.
 	if got := res.Publish.Latency.P99Ms; got < float64(stall.Milliseconds())/2 {
 		t.Fatalf("publish p99 %v ms does not show the stall", got)
+	}
+	// A probe goes out within 10 ms of the stall's start and waits out the rest of it.
+	if p := res.Probe; p == nil || p.Latency.MaxMs < float64((stall-50*time.Millisecond).Milliseconds()) {
+		t.Fatalf("probe %+v does not show the %v stall", p, stall)
 	}
 }
 

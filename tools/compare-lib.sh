@@ -144,6 +144,21 @@ median_rows() {
 	done
 }
 
+# probe_rows "WORKLOADS" "NAMES": a summary.md row per workload and name: medians (min-max)
+# over the rounds of the probe's round trip (ringbench --probe-interval: a Metadata request for
+# no topics beside the workload), p50, p99 and p99.9, the floor under the run's latencies.
+probe_rows() {
+	local w name
+	for w in $1; do
+		for name in $2; do
+			printf '| %s | %s | %.2f (%s) | %.2f (%s) | %.2f (%s) |\n' "$w" "$(label "$name")" \
+				"$(med "$name" "$w" .probe.latency.p50Ms)" "$(range "$name" "$w" .probe.latency.p50Ms)" \
+				"$(med "$name" "$w" .probe.latency.p99Ms)" "$(range "$name" "$w" .probe.latency.p99Ms)" \
+				"$(med "$name" "$w" '.probe.latency."p99.9Ms"')" "$(range "$name" "$w" '.probe.latency."p99.9Ms"')"
+		done
+	done
+}
+
 # txn_rows "WORKLOADS" "NAMES": a summary.md row per transactional workload and name: medians
 # (min-max) over the rounds of the committed records per second, the commits per second, the
 # commit latency's p50, p99 and p99.9, and the aborted transactions.

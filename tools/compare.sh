@@ -275,6 +275,15 @@ done
 		txn_rows "$txns" "$BROKERS"
 		echo
 	fi
+	read -r first_workload _ <<<"$WORKLOADS_RUN"
+	if jq -e '.probe != null' "$OUT/r1/${first[0]}/$first_workload.json" >/dev/null; then
+		echo "Probe: the round trip of a Metadata request for no topics sent every 5 ms beside each workload, which costs a broker next to nothing: the floor under that run's latencies; medians (min-max)."
+		echo
+		echo "| workload | broker | probe p50 ms | probe p99 ms | probe p99.9 ms |"
+		echo "|---|---|--:|--:|--:|"
+		probe_rows "$WORKLOADS_RUN" "$BROKERS"
+		echo
+	fi
 	echo "| round | workload | broker | publish rec/s | MB/s | publish p50 / p99 / p99.9 ms | e2e p50 / p99 / p99.9 ms | unsent | peak RSS (anon) MiB | CPU s (% of a core) | machine load |"
 	echo "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|"
 	for round in $(seq "$ROUNDS"); do

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -123,6 +124,8 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, tty bo
 		interval     = fs.Duration("progress-interval", 0, "time between progress lines (default 1s on a terminal, 5s otherwise)")
 		drain        = fs.Duration("drain-timeout", 30*time.Second, "how long to wait for acks and consumers after the measured period")
 		quiet        = fs.Bool("quiet", false, "print no progress and no setup logs")
+		probe        = fs.Duration("probe-interval", 5*time.Millisecond, "how often to time the round trip of a Metadata request for no topics beside the workload, the floor under every latency (0 = no probe)")
+		cpuProfile   = fs.String("cpuprofile", "", "write a CPU profile of ringbench itself (the clients' cost on a shared machine) to this file")
 	)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -178,6 +181,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, tty bo
 		Live:             tty,
 		ProgressInterval: *interval,
 		BrokerPIDs:       pids,
+		ProbeInterval:    *probe,
 		Logger:           slog.New(slog.NewTextHandler(stderr, nil)),
 	}
 	if opts.ProgressInterval <= 0 {
@@ -188,6 +192,13 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, tty bo
 	}
 	if *quiet {
 		opts.Progress, opts.Logger = nil, nil
+	}
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	res, err := bench.Run(ctx, opts)
 	if err != nil {
@@ -241,4 +252,20 @@ func compareCmd(args []string, stdout, stderr io.Writer) error {
 func isTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
+}
+
+// startCPUProfile profiles this process into path until the returned stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile %s: %w", path, err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
