@@ -528,7 +528,7 @@ func TestFinishMoves(t *testing.T) {
 	mk(c, "kept-1."+id+futureDirSuffix)
 	mk(c, "kept-1.fedcba9876543210fedcba9876543210"+futureDirSuffix)
 	mk(c, "not-a-move-2.future")
-	resume, err := finishMoves([]*logDir{a, c}, slog.New(slog.DiscardHandler))
+	resume, _, err := finishMoves([]*logDir{a, c}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
