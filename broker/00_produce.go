@@ -131,9 +131,12 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 			default:
 				p := tbl.leaderID(topic.ID, rp.Partition)
 				if p == nil {
-					if rp.Partition >= 0 && int(rp.Partition) < len(topic.Partitions) {
+					switch {
+					case tbl.offlineAt(topic.ID, rp.Partition):
+						code, msg = kerr.KafkaStorageError, "the log dir of this partition is offline"
+					case rp.Partition >= 0 && int(rp.Partition) < len(topic.Partitions):
 						code = kerr.NotLeaderForPartition
-					} else {
+					default:
 						code = kerr.UnknownTopicOrPartition
 					}
 					break

@@ -535,9 +535,13 @@ func (a *fetchAttempt) read(topic *meta.Topic, name string, index int32, pf part
 	default:
 		p = a.tbl.leaderID(topic.ID, index)
 		if p == nil {
-			fp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			if index >= 0 && int(index) < len(topic.Partitions) {
+			switch {
+			case a.tbl.offlineAt(topic.ID, index):
+				fp.ErrorCode = kerr.KafkaStorageError.Code
+			case index >= 0 && int(index) < len(topic.Partitions):
 				fp.ErrorCode = kerr.NotLeaderForPartition.Code
+			default:
+				fp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			}
 		} else if code := checkLeaderEpoch(topic, index, pf.leaderEpoch); code != nil {
 			fp.ErrorCode = code.Code

@@ -49,6 +49,8 @@ func handleListOffsets(b *Broker, rc *reqCtx, r kmsg.Request) {
 			switch {
 			case denied:
 				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			case p == nil && topic != nil && tbl.offlineAt(topic.ID, rp.Partition):
+				sp.ErrorCode = kerr.KafkaStorageError.Code
 			case p == nil:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case checkLeaderEpoch(topic, rp.Partition, rp.CurrentLeaderEpoch) != nil:

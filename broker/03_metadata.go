@@ -17,6 +17,8 @@ package broker
 // allow-auto-creation flag (earlier versions always allow it); v10 names topics by id too.
 
 import (
+	"slices"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -211,15 +213,18 @@ func (b *Broker) metadataTopic(t *meta.Topic) kmsg.MetadataResponseTopic {
 	return mt
 }
 
-// offlineView is partition p's leader and offline replicas as this broker answers them: its own
-// replica of p in an offline log dir is offline, and when it leads p, p has no leader.
+// offlineView is partition p's leader and offline replicas as this broker answers them: the
+// replicas the controller marked offline, and its own replica in an offline log dir, which it
+// may know of before the controller does; a partition led by an offline replica has no leader.
 func (b *Broker) offlineView(tbl *partitionTable, topic meta.UUID, p meta.Partition) (leader int32, offline []int32) {
-	leader, offline = p.Leader, []int32{}
-	if lp := tbl.lookupID(topic, p.Index); lp != nil && lp.offline() {
-		offline = []int32{b.cfg.NodeID}
-		if p.Leader == b.cfg.NodeID {
-			leader = -1
-		}
+	offline = append([]int32{}, p.Offline...)
+	self := b.cfg.NodeID
+	if tbl.offlineAt(topic, p.Index) && !p.IsOffline(self) {
+		offline = append(offline, self)
+	}
+	leader = p.Leader
+	if slices.Contains(offline, leader) {
+		leader = -1
 	}
 	return leader, offline
 }

@@ -73,6 +73,9 @@ func (b *Broker) alterReplicaLogDir(dir, topic string, index int32) *kerr.Error 
 		if t == nil || index < 0 || int(index) >= len(t.Partitions) {
 			return kerr.UnknownTopicOrPartition
 		}
+		if b.parts.Load().unopenedAt(t.ID, index) {
+			return kerr.KafkaStorageError
+		}
 		b.preferredDirs.set(rlog.TopicPartition{Topic: topic, Partition: index}, d)
 		return kerr.ReplicaNotAvailable
 	}

@@ -108,6 +108,13 @@ type Broker struct {
 	// movesMu serialises the starts and cancellations of AlterReplicaLogDirs moves.
 	preferredDirs preferredDirs
 	movesMu       sync.Mutex
+	// replicaDirs records the dir of every replica here, in the first dir (replicadirs.go);
+	// dirReports signals the loop that reports replicas in offline dirs (dirfailover.go).
+	replicaDirs *replicaDirs
+	dirReports  chan struct{}
+	// parkedMoves are the partition directory names whose move copy was left at start because
+	// their log may be in an offline dir (finishMoves); set once in New.
+	parkedMoves map[string]bool
 
 	// The signal of a new image, this process's registration id, and whether a heartbeat is
 	// in flight (controller.go).
@@ -210,7 +217,7 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 		cleaner:      rlog.NewCleaner(rlog.CleanerConfig{Logger: logger}),
 		reqPool:      mempool.New(max(cfg.QueuedMaxRequestBytes, 0), requestPoolRetain(cfg.QueuedMaxRequestBytes)),
 		purgatory:    newPurgatory(),
-		imageChanged: make(chan struct{}, 1), incarnation: meta.NewUUID(), quotas: newReplicationQuotas(), telemetry: newTelemetry(cfg.TelemetryMaxBytes, logger)}
+		imageChanged: make(chan struct{}, 1), dirReports: make(chan struct{}, 1), incarnation: meta.NewUUID(), quotas: newReplicationQuotas(), telemetry: newTelemetry(cfg.TelemetryMaxBytes, logger)}
 	imageOf := func() *meta.Image {
 		if b.meta == nil {
 			return nil
@@ -237,11 +244,14 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 	}
 	clusterID, err := ensureMetaProperties(cfg.LogDirs[0], cfg.NodeID, cfg.ClusterID)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("the first log dir holds the metadata log: %w", err)
 	}
 	var futures []futureLog
-	if b.dirs, futures, err = openLogDirs(&cfg, clusterID, logger); err != nil {
+	if b.dirs, futures, b.parkedMoves, err = openLogDirs(&cfg, clusterID, logger); err != nil {
 		return nil, err
+	}
+	if b.replicaDirs, err = loadReplicaDirs(b.dirs[0].path); err != nil {
+		return nil, fmt.Errorf("the first log dir holds the metadata log: %w", err)
 	}
 	ml, err := b.openMetadata(clusterID, voters)
 	if err != nil {
@@ -254,7 +264,7 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 	b.verifySender = peerSender{b: b, purpose: "txn-verify"}
 	b.stop = make(chan struct{})
 	for _, d := range b.dirs {
-		if !d.startup.clean && len(ml.Image().Topics) > 0 {
+		if !d.offline() && !d.startup.clean && len(ml.Image().Topics) > 0 {
 			logger.Info("no clean-shutdown marker: recovering logs from their recovery points", "dir", d.path)
 		}
 	}
@@ -293,6 +303,9 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 		return nil, err
 	}
 	for _, d := range b.dirs {
+		if d.offline() {
+			continue
+		}
 		if err := rlog.RemoveCleanShutdownMarker(d.path); err != nil {
 			b.closeLogs()
 			ml.Close()
@@ -365,8 +378,9 @@ func (b *Broker) Start() error {
 	}
 	b.startJWKSFetchers()
 	b.ready.Store(true)
-	b.bg.Add(1)
+	b.bg.Add(2)
 	go b.controllerLoop()
+	go b.dirReportLoop()
 	if b.cfg.MetricsListen != "" {
 		ln, err := net.Listen("tcp", b.cfg.MetricsListen)
 		if err != nil {
@@ -509,9 +523,15 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	failed := b.closeLogs()
 	errs := []error{b.writeCheckpoints()}
 	for _, d := range b.dirs {
-		// A dir is clean when every log in it closed and its checkpoints are written.
-		if err := failed[d]; err != nil || d.offline() {
-			errs = append(errs, err, d.err())
+		// A dir is clean when every log in it closed and its checkpoints are written. A dir
+		// offline since the start holds no open log; the error that took a dir offline was
+		// reported when it did, and the shutdown of the other dirs is as clean as Kafka's.
+		if d.offline() {
+			b.logger.Warn("log dir offline at shutdown; it gets no clean-shutdown marker", "dir", d.path, "err", d.err())
+			continue
+		}
+		if err := failed[d]; err != nil {
+			errs = append(errs, err)
 			continue
 		}
 		if err := rlog.WriteCleanShutdownMarker(d.path); err != nil {

@@ -273,7 +273,8 @@ func (b *Broker) hasLivePeer() bool {
 // in line (KIP-841): fenced and shutting-down brokers leave its ISR, unless one is the last
 // member, and a partition whose leader is fenced, shutting down or missing gets the first live replica of
 // its ISR as leader; with none, an unclean election (unclean says whether the topic allows it)
-// takes any live replica, else the partition goes offline (leader -1). A broker's silence is
+// takes any live replica, else the partition goes offline (leader -1). A replica in a log dir
+// its broker reported offline counts as not live for its partition (dirfailover.go). A broker's silence is
 // counted from when this controller began leading at the earliest, as heartbeats went to the
 // previous leader before. The brokers in dead (found not listening) are not alive either.
 func fenceRecords(im *meta.Image, hbs map[int32]meta.Heartbeat, dead map[int32]bool, leaderSince, now time.Time, sessionTimeout time.Duration, unclean func(*meta.Topic) bool) []meta.Record {
@@ -311,6 +312,7 @@ func fenceRecords(im *meta.Image, hbs map[int32]meta.Heartbeat, dead map[int32]b
 // electLeader returns the record that brings partition p of t in line with the live brokers,
 // if it needs one (see fenceRecords).
 func electLeader(t *meta.Topic, p meta.Partition, live map[int32]bool, unclean func(*meta.Topic) bool) (meta.Record, bool) {
+	live = withoutOffline(live, p)
 	isr := make([]int32, 0, len(p.ISR))
 	for _, r := range p.ISR {
 		if live[r] {

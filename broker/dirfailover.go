@@ -1,22 +1,29 @@
 package broker
 
-// Leadership away from an offline log dir, as Kafka's controller handles the offline dirs a
-// broker reports (KIP-858): the broker's replicas there can neither lead nor follow, so the
-// active controller takes the broker out of those partitions' ISRs and, where it led, elects
-// the first other in-sync replica that is registered, unfenced and not shutting down. A
-// partition whose only in-sync replica is the broker keeps it (Kafka leaves such a partition
-// without a leader; here the broker stays leader and answers KAFKA_STORAGE_ERROR, which is as
-// unavailable, and no election can bring the replica back while its dir is offline).
+// Replicas in offline log dirs, as Kafka's controller handles the offline dirs a broker reports
+// (KIP-858): a replica whose dir is offline can neither lead nor follow, so the active
+// controller marks it offline in the partition's metadata (meta.Partition.Offline, what KRaft
+// records as the directory id LOST), takes it out of the ISR and, where it led, elects the first
+// other in-sync replica that is registered, unfenced and not shutting down. A partition whose
+// only in-sync replica it is keeps it in the ISR and has no leader (-1), as Kafka's controller
+// leaves it with eligible leader replicas (KIP-966) disabled, which is the level ringbroker
+// finalizes; no election picks an offline replica, so clients get LEADER_NOT_AVAILABLE from
+// every broker until the replica is back. When its broker, restarted with the dir repaired,
+// reports the replica in an online dir, the mark goes and the replica leads again if it is the
+// one in-sync replica.
 //
-// The report travels as AssignReplicasToDirs (key 73), which Kafka's brokers send to the
-// controller over the controller listener, naming the replicas with Kafka's directory id LOST;
-// ringbroker does not track which dir holds which replica otherwise, so other directory ids
-// are accepted and change nothing.
+// The reports travel as AssignReplicasToDirs (key 73), which Kafka's brokers send to the
+// controller over the controller listener: replicas named with the directory id LOST are
+// offline, replicas named with any other id are in that online dir. A broker reports what its
+// partition table and the metadata disagree on, after every change of either, until the
+// controller took it.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -29,82 +36,106 @@ import (
 // lostDirID is Kafka's DirectoryId.LOST: the replica's dir is offline or gone.
 var lostDirID = meta.UUID{15: 1}
 
-// offlineReportRetry is how long a broker waits before it reports its offline replicas again
+// offlineReportRetry is how long a broker waits before it reports its replicas' dirs again
 // after the controller could not take the report.
 const offlineReportRetry = 500 * time.Millisecond
 
-// reportOfflineReplicas asks the active controller, in the background until it has taken the
-// report or the broker stops, to move this broker's replicas in the offline dir d out of their
-// ISRs and their leadership to other replicas.
-func (b *Broker) reportOfflineReplicas(d *logDir) {
-	if b.closing.Load() || b.stop == nil {
-		return
+// signalDirReport asks the report loop to compare this broker's replicas with the metadata.
+func (b *Broker) signalDirReport() {
+	select {
+	case b.dirReports <- struct{}{}:
+	default:
 	}
-	b.bg.Add(1)
-	go func() {
-		defer b.bg.Done()
-		for {
-			req := b.offlineReplicasRequest(d)
-			if req == nil {
-				return
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), b.cfg.BrokerSessionTimeout)
-			err := b.sendOfflineReplicas(ctx, req)
-			cancel()
-			if err == nil {
-				return
-			}
-			b.logger.Warn("report offline replicas to the controller", "dir", d.path, "err", err)
-			select {
-			case <-b.stop:
-				return
-			case <-time.After(offlineReportRetry):
-			}
-		}
-	}()
 }
 
-// offlineReplicasRequest is the report of this broker's replicas in d that the controller
-// would change (see offlineReplicaChange), nil when there are none.
-func (b *Broker) offlineReplicasRequest(d *logDir) *kmsg.AssignReplicasToDirsRequest {
-	im := b.meta.Image()
-	self := b.cfg.NodeID
-	rd := kmsg.NewAssignReplicasToDirsRequestDirectory()
-	rd.ID = lostDirID
-	for _, ps := range b.parts.Load().byID {
-		var rt *kmsg.AssignReplicasToDirsRequestDirectoryTopic
-		for _, p := range ps {
-			if p == nil || p.dir.Load() != d {
-				continue
-			}
-			t := im.TopicsByID[p.topicID]
-			if t == nil || int(p.index) >= len(t.Partitions) {
-				continue
-			}
-			if _, ok := offlineReplicaChange(im, t, t.Partitions[p.index], self); !ok {
-				continue
-			}
-			if rt == nil {
-				rd.Topics = append(rd.Topics, kmsg.NewAssignReplicasToDirsRequestDirectoryTopic())
-				rt = &rd.Topics[len(rd.Topics)-1]
-				rt.TopicID = p.topicID
-			}
-			rp := kmsg.NewAssignReplicasToDirsRequestDirectoryTopicPartition()
-			rp.Partition = p.index
-			rt.Partitions = append(rt.Partitions, rp)
+// dirReportLoop reports, until the broker stops, the replicas whose dir state the metadata does
+// not have yet (dirAssignmentsRequest): at every signal, and again after a failed report.
+func (b *Broker) dirReportLoop() {
+	defer b.bg.Done()
+	var retry <-chan time.Time
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-b.dirReports:
+		case <-retry:
+		}
+		retry = nil
+		req := b.dirAssignmentsRequest()
+		if req == nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.BrokerSessionTimeout)
+		err := b.sendDirAssignments(ctx, req)
+		cancel()
+		if err != nil {
+			b.logger.Warn("report replica log dirs to the controller", "err", err)
+			retry = time.After(offlineReportRetry)
 		}
 	}
-	if len(rd.Topics) == 0 {
+}
+
+// dirAssignmentsRequest is the report of this broker's replicas whose dir state differs from
+// the metadata: replicas in an offline dir (or not opened because their dir was offline at
+// start) that are not marked offline yet, under LOST, and replicas marked offline whose log is
+// open in an online dir, under that dir's id. It is nil when there are none.
+func (b *Broker) dirAssignmentsRequest() *kmsg.AssignReplicasToDirsRequest {
+	im := b.meta.Image()
+	tbl := b.parts.Load()
+	self := b.cfg.NodeID
+	byDir := map[meta.UUID]map[meta.UUID][]int32{}
+	add := func(dir, topic meta.UUID, index int32) {
+		if byDir[dir] == nil {
+			byDir[dir] = map[meta.UUID][]int32{}
+		}
+		byDir[dir][topic] = append(byDir[dir][topic], index)
+	}
+	for id, t := range im.TopicsByID {
+		ps := tbl.byID[id]
+		for i, pm := range t.Partitions {
+			if !slices.Contains(pm.Replicas, self) {
+				continue
+			}
+			var p *partition
+			if i < len(ps) {
+				p = ps[i]
+			}
+			switch marked := pm.IsOffline(self); {
+			case p == nil && tbl.unopenedAt(id, int32(i)) && !marked:
+				add(lostDirID, id, int32(i))
+			case p == nil:
+			case p.offline() && !marked:
+				add(lostDirID, id, int32(i))
+			case !p.offline() && marked:
+				add(p.dir.Load().id, id, int32(i))
+			}
+		}
+	}
+	if len(byDir) == 0 {
 		return nil
 	}
 	req := kmsg.NewPtrAssignReplicasToDirsRequest()
 	req.BrokerID, req.BrokerEpoch = self, b.brokerEpoch()
-	req.Directories = append(req.Directories, rd)
+	for _, dir := range slices.SortedFunc(maps.Keys(byDir), compareUUIDs) {
+		rd := kmsg.NewAssignReplicasToDirsRequestDirectory()
+		rd.ID = dir
+		for _, topic := range slices.SortedFunc(maps.Keys(byDir[dir]), compareUUIDs) {
+			rt := kmsg.NewAssignReplicasToDirsRequestDirectoryTopic()
+			rt.TopicID = topic
+			for _, index := range byDir[dir][topic] {
+				rp := kmsg.NewAssignReplicasToDirsRequestDirectoryTopicPartition()
+				rp.Partition = index
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			rd.Topics = append(rd.Topics, rt)
+		}
+		req.Directories = append(req.Directories, rd)
+	}
 	return req
 }
 
-// sendOfflineReplicas sends req to the active controller; nil once every partition was taken.
-func (b *Broker) sendOfflineReplicas(ctx context.Context, req *kmsg.AssignReplicasToDirsRequest) error {
+// sendDirAssignments sends req to the active controller; nil once every partition was taken.
+func (b *Broker) sendDirAssignments(ctx context.Context, req *kmsg.AssignReplicasToDirsRequest) error {
 	resp := kmsg.NewPtrAssignReplicasToDirsResponse()
 	if err := b.callController(ctx, req, resp, &resp.ErrorCode); err != nil {
 		return err
@@ -122,10 +153,10 @@ func (b *Broker) sendOfflineReplicas(ctx context.Context, req *kmsg.AssignReplic
 }
 
 // serveAssignReplicasToDirs is the active controller's AssignReplicasToDirs handler (a
-// meta.ControllerAPIHandler): for replicas reported LOST it commits the partition changes of
-// offlineReplicaChange. A requester not registered at its epoch is STALE_BROKER_EPOCH; a
-// partition changed by another commit in between is INVALID_UPDATE_VERSION, for the broker to
-// report again.
+// meta.ControllerAPIHandler): it commits offlineReplicaChange for the replicas reported LOST and
+// onlineReplicaChange for the others. A requester not registered at its epoch is
+// STALE_BROKER_EPOCH; a partition changed by another commit in between is
+// INVALID_UPDATE_VERSION, for the broker to report again.
 func (b *Broker) serveAssignReplicasToDirs(body []byte) ([]byte, error) {
 	req := kmsg.NewPtrAssignReplicasToDirsRequest()
 	if err := req.ReadFrom(body); err != nil {
@@ -141,7 +172,7 @@ func (b *Broker) serveAssignReplicasToDirs(body []byte) ([]byte, error) {
 		return resp.AppendTo(nil), nil
 	}
 	var recs []meta.Record
-	var taken []*int16
+	changed := map[meta.UUID]map[int32]bool{}
 	for _, rd := range req.Directories {
 		sd := kmsg.NewAssignReplicasToDirsResponseDirectory()
 		sd.ID = rd.ID
@@ -155,9 +186,25 @@ func (b *Broker) serveAssignReplicasToDirs(body []byte) ([]byte, error) {
 				switch {
 				case t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions):
 					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-				case meta.UUID(rd.ID) == lostDirID:
-					if rec, ok := offlineReplicaChange(im, t, t.Partitions[rp.Partition], req.BrokerID); ok {
+				case !slices.Contains(t.Partitions[rp.Partition].Replicas, req.BrokerID):
+					sp.ErrorCode = kerr.NotLeaderForPartition.Code
+				case changed[t.ID][rp.Partition]:
+					// Named twice: the first naming counts.
+				default:
+					pm := t.Partitions[rp.Partition]
+					var rec meta.Record
+					var ok bool
+					if meta.UUID(rd.ID) == lostDirID {
+						rec, ok = offlineReplicaChange(im, t, pm, req.BrokerID, b.uncleanElection)
+					} else {
+						rec, ok = onlineReplicaChange(im, t, pm, req.BrokerID, b.uncleanElection)
+					}
+					if ok {
 						recs = append(recs, rec)
+						if changed[t.ID] == nil {
+							changed[t.ID] = map[int32]bool{}
+						}
+						changed[t.ID][rp.Partition] = true
 					}
 				}
 				st.Partitions = append(st.Partitions, sp)
@@ -166,21 +213,19 @@ func (b *Broker) serveAssignReplicasToDirs(body []byte) ([]byte, error) {
 		}
 		resp.Directories = append(resp.Directories, sd)
 	}
-	for i := range resp.Directories {
-		for j := range resp.Directories[i].Topics {
-			for k := range resp.Directories[i].Topics[j].Partitions {
-				taken = append(taken, &resp.Directories[i].Topics[j].Partitions[k].ErrorCode)
-			}
-		}
+	if len(recs) == 0 {
+		return resp.AppendTo(nil), nil
 	}
-	if len(recs) > 0 {
-		if _, err := b.meta.Commit(recs); err != nil {
-			if !errors.Is(err, meta.ErrStalePartitionEpoch) && !errors.Is(err, meta.ErrIneligibleReplica) {
-				return nil, fmt.Errorf("commit the offline replicas of broker %d: %w", req.BrokerID, err)
-			}
-			for _, code := range taken {
-				if *code == 0 {
-					*code = kerr.InvalidUpdateVersion.Code
+	if _, err := b.meta.Commit(recs); err != nil {
+		if !errors.Is(err, meta.ErrStalePartitionEpoch) && !errors.Is(err, meta.ErrIneligibleReplica) {
+			return nil, fmt.Errorf("commit the replica log dirs of broker %d: %w", req.BrokerID, err)
+		}
+		for i := range resp.Directories {
+			for j := range resp.Directories[i].Topics {
+				for k := range resp.Directories[i].Topics[j].Partitions {
+					if code := &resp.Directories[i].Topics[j].Partitions[k].ErrorCode; *code == 0 {
+						*code = kerr.InvalidUpdateVersion.Code
+					}
 				}
 			}
 		}
@@ -188,29 +233,52 @@ func (b *Broker) serveAssignReplicasToDirs(body []byte) ([]byte, error) {
 	return resp.AppendTo(nil), nil
 }
 
-// offlineReplicaChange is the change of partition pm of t once broker's replica of it is
-// offline: broker leaves the ISR, and if it led, the first other in-sync replica that is
-// registered, unfenced and not shutting down leads in a new leader epoch. ok is false when
-// nothing changes: broker is not in the ISR, is its last member, or led with no other replica
-// to take over.
-func offlineReplicaChange(im *meta.Image, t *meta.Topic, pm meta.Partition, broker int32) (meta.Record, bool) {
-	if !slices.Contains(pm.ISR, broker) || len(pm.ISR) == 1 {
+// offlineReplicaChange is the change of partition pm of t once broker's replica of it is in an
+// offline dir: the replica is marked offline, and the partition is brought in line as when a
+// broker is fenced (electLeader): the replica leaves the ISR unless it is its last member, and
+// if it led, the first other in-sync replica that may lead does, else nobody (-1), or, where
+// the topic allows an unclean election (unclean), any replica that may. ok is false when the
+// replica is marked offline already.
+func offlineReplicaChange(im *meta.Image, t *meta.Topic, pm meta.Partition, broker int32, unclean func(*meta.Topic) bool) (meta.Record, bool) {
+	if pm.IsOffline(broker) {
 		return meta.Record{}, false
 	}
-	isr := slices.DeleteFunc(slices.Clone(pm.ISR), func(r int32) bool { return r == broker })
-	leader, epoch := pm.Leader, pm.LeaderEpoch
-	if pm.Leader == broker {
-		leader = -1
-		for _, r := range pm.Replicas {
-			if br, ok := im.Brokers[r]; ok && slices.Contains(isr, r) && !br.Fenced && !br.InControlledShutdown {
-				leader = r
-				break
-			}
-		}
-		if leader < 0 {
-			return meta.Record{}, false
-		}
-		epoch++
-	}
-	return pm.Next(t.ID, leader, epoch, isr), true
+	pm.Offline = append(slices.Clone(pm.Offline), broker)
+	return brokerDirChange(im, t, pm, unclean), true
 }
+
+// onlineReplicaChange is the change of partition pm of t once broker reports its replica of it
+// in an online dir: the offline mark goes, and a partition without a leader gets one if the
+// replica may now lead it (electLeader). ok is false when the replica is not marked offline.
+func onlineReplicaChange(im *meta.Image, t *meta.Topic, pm meta.Partition, broker int32, unclean func(*meta.Topic) bool) (meta.Record, bool) {
+	if !pm.IsOffline(broker) {
+		return meta.Record{}, false
+	}
+	pm.Offline = slices.DeleteFunc(slices.Clone(pm.Offline), func(r int32) bool { return r == broker })
+	return brokerDirChange(im, t, pm, unclean), true
+}
+
+// brokerDirChange is the record of pm, whose offline replicas changed, brought in line with the
+// brokers that may lead (electLeader over leaderCandidates).
+func brokerDirChange(im *meta.Image, t *meta.Topic, pm meta.Partition, unclean func(*meta.Topic) bool) meta.Record {
+	if rec, ok := electLeader(t, pm, leaderCandidates(im), unclean); ok {
+		return rec
+	}
+	return pm.Next(t.ID, pm.Leader, pm.LeaderEpoch, pm.ISR)
+}
+
+// withoutOffline is live less p's offline replicas: the brokers that may lead p or stay in its
+// ISR. live itself is returned when p has none, and is never modified.
+func withoutOffline(live map[int32]bool, p meta.Partition) map[int32]bool {
+	if len(p.Offline) == 0 {
+		return live
+	}
+	out := maps.Clone(live)
+	for _, r := range p.Offline {
+		delete(out, r)
+	}
+	return out
+}
+
+// compareUUIDs orders uuids by their bytes, for reports in a stable order.
+func compareUUIDs(a, b meta.UUID) int { return bytes.Compare(a[:], b[:]) }

@@ -68,7 +68,8 @@ type electionOutcome struct {
 }
 
 // electPartition decides an election of type typ for partition part of topic on image im,
-// live being leaderCandidates(im), as KRaft's controller answers ElectLeaders:
+// live being leaderCandidates(im) (less the partition's offline replicas), as KRaft's
+// controller answers ElectLeaders:
 //
 //   - an unknown topic or partition is UNKNOWN_TOPIC_OR_PARTITION;
 //   - preferred: ELECTION_NOT_NEEDED when the preferred replica leads; else the preferred
@@ -90,6 +91,7 @@ func electPartition(im *meta.Image, live map[int32]bool, topic string, part int3
 		return electionOutcome{code: kerr.UnknownTopicOrPartition, msg: fmt.Sprintf("No such partition as %s-%d", topic, part)}
 	}
 	p := t.Partitions[part]
+	live = withoutOffline(live, p)
 	inISR := func(r int32) bool { return r >= 0 && live[r] && p.InISR(r) }
 	switch typ {
 	case electionPreferred:

@@ -83,44 +83,67 @@ func movedDirPartition(name, suffix string) string {
 
 // openLogDirs formats every dir of cfg.LogDirs that is not yet (with clusterID), reads its
 // directory.id and what the last run left in it, and finishes the moves a crash interrupted
-// in their swap; it returns the dirs and the copies of moves to resume (finishMoves). The same
-// dir named twice counts once.
-func openLogDirs(cfg *Config, clusterID string, logger *slog.Logger) ([]*logDir, []futureLog, error) {
+// in their swap; it returns the dirs, the copies of moves to resume and the partitions whose
+// move is parked (finishMoves). The same
+// dir named twice counts once. A dir other than the first that fails with an I/O error is
+// offline from the start, as Kafka's LogManager starts with the dirs it could open; the first
+// holds the metadata log, and its failure stops the start, as Kafka stops when its
+// metadata.log.dir fails.
+func openLogDirs(cfg *Config, clusterID string, logger *slog.Logger) ([]*logDir, []futureLog, map[string]bool, error) {
 	var dirs []*logDir
 	ids := map[meta.UUID]string{}
 	for _, d := range cfg.LogDirs {
 		abs, err := filepath.Abs(d)
 		if err != nil {
-			return nil, nil, fmt.Errorf("log dir %s: %w", d, err)
+			return nil, nil, nil, fmt.Errorf("log dir %s: %w", d, err)
 		}
 		if containsDir(dirs, abs) {
 			continue
 		}
-		if err := os.MkdirAll(abs, 0o755); err != nil {
-			return nil, nil, fmt.Errorf("create log dir %s: %w", abs, err)
-		}
-		if _, err := ensureMetaProperties(abs, cfg.NodeID, clusterID); err != nil {
-			return nil, nil, err
-		}
-		id, err := readDirectoryID(abs)
-		if err != nil {
-			return nil, nil, err
-		}
-		if other, ok := ids[id]; ok {
-			return nil, nil, fmt.Errorf("log dirs %s and %s have the same directory.id %s", other, abs, id)
-		}
-		ids[id] = abs
-		ld := &logDir{path: abs, id: id}
-		if ld.startup, err = readStartupState(abs, logger); err != nil {
-			return nil, nil, err
+		ld, err := openLogDir(abs, cfg.NodeID, clusterID, logger)
+		switch {
+		case err != nil && len(dirs) > 0 && isStorageError(err):
+			logger.Error("log dir unusable at start; it is offline, and so are the replicas in it", "dir", abs, "err", err)
+			ld = &logDir{path: abs}
+			ld.failure.Store(&err)
+		case err != nil:
+			return nil, nil, nil, err
+		default:
+			if other, ok := ids[ld.id]; ok {
+				return nil, nil, nil, fmt.Errorf("log dirs %s and %s have the same directory.id %s", other, abs, ld.id)
+			}
+			ids[ld.id] = abs
 		}
 		dirs = append(dirs, ld)
 	}
-	futures, err := finishMoves(dirs, logger)
+	futures, parked, err := finishMoves(dirs, logger)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return dirs, futures, nil
+	return dirs, futures, parked, nil
+}
+
+// openLogDir formats the log dir at abs if it is not yet, and reads its directory.id and what
+// the last run left in it.
+func openLogDir(abs string, nodeID int32, clusterID string, logger *slog.Logger) (*logDir, error) {
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return nil, fmt.Errorf("create log dir %s: %w", abs, err)
+	}
+	if _, err := ensureMetaProperties(abs, nodeID, clusterID); err != nil {
+		return nil, err
+	}
+	id, err := readDirectoryID(abs)
+	if err != nil {
+		return nil, err
+	}
+	ld := &logDir{path: abs, id: id}
+	if ld.startup, err = readStartupState(abs, logger); err != nil {
+		return nil, err
+	}
+	if _, err := os.ReadDir(abs); err != nil {
+		return nil, fmt.Errorf("list log dir %s: %w", abs, err)
+	}
+	return ld, nil
 }
 
 // containsDir reports whether dirs has the dir at path.
@@ -167,9 +190,12 @@ type futureLog struct {
 // dir in any log dir is the finished copy of a move that crashed between replacing the old
 // log and renaming the copy (Kafka's order), and becomes the partition's dir; any other future
 // dir is the copy of a move the restart interrupted, returned to be resumed (a second one of
-// the same partition is removed). Replaced logs are removed.
-func finishMoves(dirs []*logDir, logger *slog.Logger) ([]futureLog, error) {
-	current := map[string]bool{}
+// the same partition is removed). Replaced logs are removed. While a dir is offline, a future
+// dir whose current dir is not found may be the unfinished copy of a log in the offline dir:
+// it is left as it is and its partition returned as parked, offline until every dir is back.
+func finishMoves(dirs []*logDir, logger *slog.Logger) ([]futureLog, map[string]bool, error) {
+	current, parked := map[string]bool{}, map[string]bool{}
+	anyOffline := false
 	type moved struct {
 		d          *logDir
 		dir        string
@@ -177,9 +203,13 @@ func finishMoves(dirs []*logDir, logger *slog.Logger) ([]futureLog, error) {
 	}
 	var futures, deleted []moved
 	for _, d := range dirs {
+		if d.offline() {
+			anyOffline = true
+			continue
+		}
 		ents, err := os.ReadDir(d.path)
 		if err != nil {
-			return nil, fmt.Errorf("list log dir %s: %w", d.path, err)
+			return nil, nil, fmt.Errorf("list log dir %s: %w", d.path, err)
 		}
 		for _, e := range ents {
 			switch name := e.Name(); {
@@ -204,26 +234,29 @@ func finishMoves(dirs []*logDir, logger *slog.Logger) ([]futureLog, error) {
 		case current[f.part]:
 			logger.Info("removing a second copy of an unfinished log dir move", "dir", from)
 			if err := os.RemoveAll(from); err != nil {
-				return nil, fmt.Errorf("remove unfinished move %s: %w", from, err)
+				return nil, nil, fmt.Errorf("remove unfinished move %s: %w", from, err)
 			}
+		case anyOffline:
+			logger.Warn("leaving the copy of a log dir move whose log may be in an offline dir", "dir", from)
+			parked[f.part] = true
 		default:
 			to := filepath.Join(f.dir, f.part)
 			logger.Info("finishing a log dir move interrupted after the old log was replaced", "from", from, "to", to)
 			if err := os.Rename(from, to); err != nil {
-				return nil, fmt.Errorf("finish move %s: %w", from, err)
+				return nil, nil, fmt.Errorf("finish move %s: %w", from, err)
 			}
 			if err := fsutil.SyncDir(f.dir); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			current[f.part] = true
 		}
 	}
 	for _, d := range deleted {
 		if err := os.RemoveAll(filepath.Join(d.dir, d.name)); err != nil {
-			return nil, fmt.Errorf("remove replaced log %s: %w", d.name, err)
+			return nil, nil, fmt.Errorf("remove replaced log %s: %w", d.name, err)
 		}
 	}
-	return resume, nil
+	return resume, parked, nil
 }
 
 // logDirByPath is the configured dir at path (absolute or not), nil when none is.
@@ -242,8 +275,9 @@ func (b *Broker) logDirByPath(path string) *logDir {
 
 // placement chooses the dir of a partition log about to be opened: the online dir that holds
 // its directory, else the dir AlterReplicaLogDirs asked for, else the online dir with the
-// fewest partitions. It errors when no dir is online.
-func (b *Broker) placement(topic string, index int32) (*logDir, error) {
+// fewest partitions, counting those about to be opened there (pending). It errors when no dir
+// is online.
+func (b *Broker) placement(topic string, index int32, pending map[*logDir]int32) (*logDir, error) {
 	name := filepath.Base(partitionDir("", topic, index))
 	var least *logDir
 	for _, d := range b.dirs {
@@ -253,7 +287,7 @@ func (b *Broker) placement(topic string, index int32) (*logDir, error) {
 		if _, err := os.Stat(filepath.Join(d.path, name)); err == nil {
 			return d, nil
 		}
-		if least == nil || d.parts.Load() < least.parts.Load() {
+		if least == nil || d.parts.Load()+pending[d] < least.parts.Load()+pending[least] {
 			least = d
 		}
 	}
@@ -310,7 +344,7 @@ func (b *Broker) noteStorageError(d *logDir, err error) {
 
 // failDir takes d offline after the I/O error err: its partitions answer KAFKA_STORAGE_ERROR
 // from now on, their fetches waiting are woken to say so, the cleaner lets go of them, and the
-// controller is asked to move their leadership and ISR membership away (dirfailover.go).
+// controller is told their replicas are offline (dirfailover.go).
 func (b *Broker) failDir(d *logDir, err error) {
 	if d == nil || !d.failure.CompareAndSwap(nil, &err) {
 		return
@@ -324,7 +358,7 @@ func (b *Broker) failDir(d *logDir, err error) {
 			}
 		}
 	}
-	b.reportOfflineReplicas(d)
+	b.signalDirReport()
 }
 
 // offline reports whether p's log dir is offline.

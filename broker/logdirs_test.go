@@ -528,7 +528,7 @@ func TestFinishMoves(t *testing.T) {
 	mk(c, "kept-1."+id+futureDirSuffix)
 	mk(c, "kept-1.fedcba9876543210fedcba9876543210"+futureDirSuffix)
 	mk(c, "not-a-move-2.future")
-	resume, err := finishMoves([]*logDir{a, c}, slog.New(slog.DiscardHandler))
+	resume, _, err := finishMoves([]*logDir{a, c}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -603,6 +603,81 @@ func TestLogDirOfflineMovesLeadership(t *testing.T) {
 		if v != strconv.Itoa(i) {
 			t.Fatalf("offset %d holds %q; want %d", i, v, i)
 		}
+	}
+}
+
+// TestLogDirOfflineLastISR fails the dir of the only replica of a partition in a cluster of
+// three: the controller marks the replica offline and leaves the partition without a leader,
+// its ISR kept, and every broker answers Metadata for it with leader -1, LEADER_NOT_AVAILABLE
+// and the replica offline, as Kafka's controller and metadata cache do.
+func TestLogDirOfflineLastISR(t *testing.T) {
+	bs, ctx, adm := replicatedCluster(t, "fo", 1, nil)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "solo"); err != nil {
+		t.Fatal(err)
+	}
+	var owner *Broker
+	testutil.WaitFor(t, 20*time.Second, func() error {
+		for _, b := range bs {
+			if p := b.parts.Load().leader("solo", 0); p != nil {
+				owner = b
+				return nil
+			}
+		}
+		return fmt.Errorf("nobody leads solo-0 yet")
+	})
+	cl := newClient(t, bs[0], clusterSeeds(bs), kgo.DefaultProduceTopic("solo"))
+	produceValues(ctx, t, cl, 0, 10)
+	id := owner.cfg.NodeID
+	p := owner.parts.Load().lookup("solo", 0)
+	owner.failDir(p.dir.Load(), fmt.Errorf("write %s: %w", p.log().Dir(), unix.EIO))
+	testutil.WaitFor(t, 20*time.Second, func() error {
+		for _, b := range bs {
+			pm := b.meta.Image().Topics["solo"].Partitions[0]
+			if pm.Leader != -1 || !slices.Equal(pm.ISR, []int32{id}) || !slices.Equal(pm.Offline, []int32{id}) {
+				return fmt.Errorf("node %d sees leader %d, ISR %v, offline %v; want -1, [%d], [%d]", b.cfg.NodeID, pm.Leader, pm.ISR, pm.Offline, id, id)
+			}
+			req := kmsg.NewPtrMetadataRequest()
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr("solo")
+			req.Topics = append(req.Topics, rt)
+			resp, err := req.RequestWith(ctx, newClient(t, b))
+			if err != nil {
+				return err
+			}
+			mp := resp.Topics[0].Partitions[0]
+			if mp.Leader != -1 || mp.ErrorCode != kerr.LeaderNotAvailable.Code || !slices.Equal(mp.OfflineReplicas, []int32{id}) {
+				return fmt.Errorf("node %d answers leader %d, error %d, offline replicas %v; want -1, LEADER_NOT_AVAILABLE, [%d]", b.cfg.NodeID, mp.Leader, mp.ErrorCode, mp.OfflineReplicas, id)
+			}
+		}
+		return nil
+	})
+}
+
+// TestElectLeaderOfflineReplica checks that no election picks a replica marked offline: the
+// last in-sync replica stays in the ISR of a partition without a leader, an unclean election
+// takes another live replica, and a preferred election does not move leadership to it.
+func TestElectLeaderOfflineReplica(t *testing.T) {
+	never := func(*meta.Topic) bool { return false }
+	always := func(*meta.Topic) bool { return true }
+	live := map[int32]bool{1: true, 2: true}
+	top := &meta.Topic{Name: "t", ID: meta.NewUUID()}
+	p := meta.Partition{Replicas: []int32{1, 2}, ISR: []int32{1}, Leader: 1, LeaderEpoch: 3, Offline: []int32{1}}
+	rec, ok := electLeader(top, p, live, never)
+	if !ok || rec.Leader != -1 || !slices.Equal(rec.ISR, []int32{1}) || rec.LeaderEpoch != 4 || !slices.Equal(rec.Offline, []int32{1}) {
+		t.Errorf("clean: %v %+v; want leader -1 at epoch 4, ISR [1], offline [1]", ok, rec)
+	}
+	p.Leader = -1
+	if rec, ok := electLeader(top, p, live, never); ok {
+		t.Errorf("clean, leaderless: %+v; want no change", rec)
+	}
+	if rec, ok := electLeader(top, p, live, always); !ok || rec.Leader != 2 || !slices.Equal(rec.ISR, []int32{2}) {
+		t.Errorf("unclean: %v %+v; want leader 2, ISR [2]", ok, rec)
+	}
+	im := &meta.Image{Topics: map[string]*meta.Topic{"t": top}, TopicsByID: map[meta.UUID]*meta.Topic{top.ID: top}}
+	p.ISR, p.Leader = []int32{1, 2}, 2
+	top.Partitions = []meta.Partition{p}
+	if o := electPartition(im, live, "t", 0, electionPreferred); o.code != kerr.PreferredLeaderNotAvailable {
+		t.Errorf("preferred election to an offline replica: %+v; want PREFERRED_LEADER_NOT_AVAILABLE", o)
 	}
 }
 

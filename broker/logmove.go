@@ -307,16 +307,23 @@ func (b *Broker) swapLog(p *partition, m *logMove, cur *rlog.Log) error {
 		b.registerCompaction(p, t)
 		return nil
 	}
+	// The record names the target before the swap: found wins over it at start, and a copy
+	// left in the target while the old dir is offline is parked (replicadirs.go).
+	key := replicaKey{p.topicID, p.index}
+	if err := b.replicaDirs.update(map[replicaKey]meta.UUID{key: m.to.id}, nil, false); err != nil {
+		return errors.Join(err, reopen(cur.Dir(), from))
+	}
+	back := func() error { return b.replicaDirs.update(map[replicaKey]meta.UUID{key: from.id}, nil, false) }
 	if err := renameSynced(cur.Dir(), deleted); err != nil {
 		b.noteStorageError(from, err)
-		return errors.Join(err, reopen(cur.Dir(), from))
+		return errors.Join(err, back(), reopen(cur.Dir(), from))
 	}
 	if err := renameSynced(f.Dir(), final); err != nil {
 		b.noteStorageError(m.to, err)
 		if rerr := renameSynced(deleted, cur.Dir()); rerr != nil {
 			return errors.Join(err, rerr)
 		}
-		return errors.Join(err, reopen(cur.Dir(), from))
+		return errors.Join(err, back(), reopen(cur.Dir(), from))
 	}
 	if err := reopen(final, m.to); err != nil {
 		return fmt.Errorf("reopen the moved log: %w", err)

@@ -29,6 +29,22 @@ type partitionTable struct {
 	imageOffset int64
 	byName      map[string][]*partition
 	byID        map[meta.UUID][]*partition
+	// unopened are the replicas assigned here that are not open because their log dir is
+	// offline (replicaHome): absent from byName and byID, answered KAFKA_STORAGE_ERROR.
+	unopened map[replicaKey]bool
+}
+
+// unopenedAt reports whether this broker's replica of partition index of topic is in a log dir
+// that was offline when it was to be opened.
+func (t *partitionTable) unopenedAt(topic meta.UUID, index int32) bool {
+	return t.unopened[replicaKey{topic, index}]
+}
+
+// offlineAt reports whether this broker's replica of partition index of topic is in an offline
+// log dir, open or not: Kafka answers KAFKA_STORAGE_ERROR for it, led here or not.
+func (t *partitionTable) offlineAt(topic meta.UUID, index int32) bool {
+	p := t.lookupID(topic, index)
+	return p != nil && p.offline() || t.unopenedAt(topic, index)
 }
 
 // partition is one partition this broker has a replica of: its log, its replication state,
@@ -147,23 +163,24 @@ func (b *Broker) logConfigFor(t *meta.Topic) rlog.Config {
 	return c
 }
 
-// syncPartitions makes the open logs match the current metadata image: it opens the logs of
-// partitions with a replica here, brings each one's role (leader or follower) and ISR in line,
-// points the follower fetchers at the leaders, and closes and deletes logs of removed topics
-// and of replicas moved away; then it publishes a new table.
+// syncPartitions makes the open logs match the current metadata image: it decides where the
+// replicas not open yet live (homeReplicas), opens their logs, brings each one's role (leader or
+// follower) and ISR in line, points the follower fetchers at the leaders, and closes and deletes
+// logs of removed topics and of replicas moved away; then it publishes a new table.
 func (b *Broker) syncPartitions() error {
 	b.partsMu.Lock()
 	defer b.partsMu.Unlock()
 	im := b.meta.Image()
 	b.applyDynamicConfig(im)
 	old := b.parts.Load()
-	next := &partitionTable{imageOffset: im.Offset, byName: map[string][]*partition{}, byID: map[meta.UUID][]*partition{}}
+	next := &partitionTable{imageOffset: im.Offset, byName: map[string][]*partition{}, byID: map[meta.UUID][]*partition{},
+		unopened: map[replicaKey]bool{}}
 	self := b.cfg.NodeID
 	now := time.Now()
 	var failed []hwWait
 	var moved, dropped []*partition
 	follow := map[int32][]*partition{}
-	var firstErr error
+	homes, firstErr := b.homeReplicas(im, old)
 	for _, name := range im.SortedTopicNames() {
 		t := im.Topics[name]
 		prev := old.byID[t.ID]
@@ -180,8 +197,16 @@ func (b *Broker) syncPartitions() error {
 				continue
 			}
 			if p == nil {
+				d, ok := homes[replicaKey{t.ID, int32(i)}]
+				if !ok {
+					continue
+				}
+				if d == nil {
+					next.unopened[replicaKey{t.ID, int32(i)}] = true
+					continue
+				}
 				var err error
-				if p, err = b.openPartition(t, int32(i)); err != nil {
+				if p, err = b.openPartition(t, int32(i), d); err != nil {
 					firstErr = cmp.Or(firstErr, err)
 					continue
 				}
@@ -214,6 +239,7 @@ func (b *Broker) syncPartitions() error {
 		next.byID[t.ID] = ps
 	}
 	b.parts.Store(next)
+	b.signalDirReport()
 	b.fetchers.assign(follow)
 	for _, w := range failed {
 		w.done(kerr.NotLeaderForPartition)
@@ -243,14 +269,65 @@ func (b *Broker) syncPartitions() error {
 	return firstErr
 }
 
-// openPartition opens the log of one partition in the dir placement chooses. A directory
-// left by an earlier topic of the same name (a different topic id, for example after a crash
-// during deletion) is removed first.
-func (b *Broker) openPartition(t *meta.Topic, index int32) (*partition, error) {
-	d, err := b.placement(t.Name, index)
-	if err != nil {
-		return nil, err
+// homeReplicas decides where each replica assigned here and not open in old lives
+// (replicaHome), nil for one that is offline, and records those dirs, and forgets the replicas
+// no longer assigned here, before any log is created. A replica left out could not be placed,
+// or the record could not be written; the error says why.
+func (b *Broker) homeReplicas(im *meta.Image, old *partitionTable) (map[replicaKey]*logDir, error) {
+	self := b.cfg.NodeID
+	homes := map[replicaKey]*logDir{}
+	set := map[replicaKey]meta.UUID{}
+	pending := map[*logDir]int32{}
+	var firstErr error
+	for _, name := range im.SortedTopicNames() {
+		t := im.Topics[name]
+		prev := old.byID[t.ID]
+		for i, pm := range t.Partitions {
+			if !slices.Contains(pm.Replicas, self) || i < len(prev) && prev[i] != nil {
+				continue
+			}
+			k := replicaKey{t.ID, int32(i)}
+			d, err := b.replicaHome(t, int32(i), pending)
+			if err != nil {
+				firstErr = cmp.Or(firstErr, err)
+				continue
+			}
+			homes[k] = d
+			if d != nil {
+				pending[d]++
+				set[k] = d.id
+			} else if _, ok, _ := b.replicaDirs.lookup(k); !ok {
+				set[k] = lostDirID
+			}
+		}
 	}
+	assigned := func(k replicaKey) bool {
+		t := im.TopicsByID[k.topic]
+		return t != nil && int(k.index) < len(t.Partitions) && slices.Contains(t.Partitions[k.index].Replicas, self)
+	}
+	var del []replicaKey
+	for id, ps := range old.byID {
+		for i, p := range ps {
+			if k := (replicaKey{id, int32(i)}); p != nil && !assigned(k) {
+				del = append(del, k)
+			}
+		}
+	}
+	for k := range old.unopened {
+		if !assigned(k) {
+			del = append(del, k)
+		}
+	}
+	if err := b.replicaDirs.update(set, del, firstErr == nil); err != nil {
+		return nil, cmp.Or(firstErr, err)
+	}
+	return homes, firstErr
+}
+
+// openPartition opens the log of one partition in dir d. A directory left by an earlier topic
+// of the same name (a different topic id, for example after a crash during deletion) is
+// removed first.
+func (b *Broker) openPartition(t *meta.Topic, index int32, d *logDir) (*partition, error) {
 	l, err := b.openPartitionLog(d, partitionDir(d.path, t.Name, index), t, index, t.Partitions[index].LeaderEpoch, d.startup)
 	if err != nil {
 		b.noteStorageError(d, err)

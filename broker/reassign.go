@@ -74,6 +74,7 @@ func completeReassignment(t *meta.Topic, p meta.Partition, live map[int32]bool) 
 	if !p.Reassigning() {
 		return meta.Record{}, false
 	}
+	live = withoutOffline(live, p)
 	for _, r := range p.AddingReplicas {
 		if !p.InISR(r) {
 			return meta.Record{}, false
@@ -106,6 +107,7 @@ func cancelReassignment(t *meta.Topic, p meta.Partition, live map[int32]bool, un
 	if !p.Reassigning() {
 		return meta.Record{}, kerr.NoReassignmentInProgress, ""
 	}
+	live = withoutOffline(live, p)
 	notAdding := func(r int32) bool { return !slices.Contains(p.AddingReplicas, r) }
 	replicas := slices.DeleteFunc(slices.Clone(p.Replicas), func(r int32) bool { return !notAdding(r) })
 	isr := slices.DeleteFunc(slices.Clone(p.ISR), func(r int32) bool { return !notAdding(r) })

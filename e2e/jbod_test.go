@@ -138,6 +138,25 @@ func startWithSmallDir(t *testing.T, tg target, size int) (*Broker, string, stri
 	return b, good, small
 }
 
+// splitAcrossDirs waits until broker 1 holds topic's two partitions in two different log dirs,
+// and returns the one in dir and the other.
+func splitAcrossDirs(ctx context.Context, t *testing.T, cl *kgo.Client, topic, dir string) (in, other int32) {
+	t.Helper()
+	var where map[int32]string
+	testutil.WaitFor(t, clusterTimeout, func() error {
+		var err error
+		where, err = replicaDirs(ctx, t, cl, topic)
+		if err == nil && (len(where) != 2 || where[0] == where[1]) {
+			err = fmt.Errorf("partitions in %v; want one in each dir", where)
+		}
+		return err
+	})
+	if where[1] == dir {
+		return 1, 0
+	}
+	return 0, 1
+}
+
 // produceDirect sends one batch of a value of n bytes to topic's partition with acks=1, straight to
 // broker 1 (no retries), and returns the partition's answer. cl must name topics by name
 // (kversion.V3_0_0).
@@ -194,19 +213,7 @@ func TestLogDirFailure(t *testing.T) {
 		defer cancel()
 		// Produce and Fetch by topic name, as Kafka 3.0's.
 		cl := b.Client(t, kgo.MaxVersions(kversion.V3_0_0()))
-		var where map[int32]string
-		testutil.WaitFor(t, clusterTimeout, func() error {
-			var err error
-			where, err = replicaDirs(ctx, t, cl, topic)
-			if err == nil && (len(where) != 2 || where[0] == where[1]) {
-				err = fmt.Errorf("partitions in %v; want one in each dir", where)
-			}
-			return err
-		})
-		doomed, healthy := int32(0), int32(1)
-		if where[1] == small {
-			doomed, healthy = 1, 0
-		}
+		doomed, healthy := splitAcrossDirs(ctx, t, cl, topic, small)
 		var healthyAcked int64
 		failed := false
 		for i := 0; i < 400 && !failed; i++ {
@@ -240,23 +247,18 @@ func TestLogDirFailure(t *testing.T) {
 			t.Errorf("fetch from the healthy dir: error %d, high watermark %d; want none, %d", fp.ErrorCode, fp.HighWatermark, healthyAcked)
 		}
 		testutil.WaitFor(t, clusterTimeout, func() error {
-			req := kmsg.NewPtrMetadataRequest()
-			rt := kmsg.NewMetadataRequestTopic()
-			rt.Topic = kmsg.StringPtr(topic)
-			req.Topics = append(req.Topics, rt)
-			kr, err := cl.Broker(1).Request(ctx, req)
+			p, err := metadataPartition(ctx, cl, topic, doomed)
+			if err == nil && (p.Leader != -1 || !slices.Contains(p.OfflineReplicas, 1)) {
+				err = fmt.Errorf("offline partition %d: leader %d, offline replicas %v; want -1 and broker 1", p.Partition, p.Leader, p.OfflineReplicas)
+			}
 			if err != nil {
 				return err
 			}
-			for _, p := range kr.(*kmsg.MetadataResponse).Topics[0].Partitions {
-				switch {
-				case p.Partition == doomed && (p.Leader != -1 || !slices.Contains(p.OfflineReplicas, 1)):
-					return fmt.Errorf("offline partition %d: leader %d, offline replicas %v; want -1 and broker 1", p.Partition, p.Leader, p.OfflineReplicas)
-				case p.Partition == healthy && (p.Leader != 1 || len(p.OfflineReplicas) != 0):
-					return fmt.Errorf("healthy partition %d: leader %d, offline replicas %v; want 1, none", p.Partition, p.Leader, p.OfflineReplicas)
-				}
+			p, err = metadataPartition(ctx, cl, topic, healthy)
+			if err == nil && (p.Leader != 1 || len(p.OfflineReplicas) != 0) {
+				err = fmt.Errorf("healthy partition %d: leader %d, offline replicas %v; want 1, none", p.Partition, p.Leader, p.OfflineReplicas)
 			}
-			return nil
+			return err
 		})
 		out := runJava(t, "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", b.Addr(), "--describe", "--topic", topic).stdout
 		for _, tc := range []struct {
@@ -297,5 +299,141 @@ func TestLogDirFailure(t *testing.T) {
 				next++
 			})
 		}
+	})
+}
+
+// metadataPartition asks broker 1 for topic's partition in Metadata.
+func metadataPartition(ctx context.Context, cl *kgo.Client, topic string, partition int32) (kmsg.MetadataResponseTopicPartition, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	kr, err := cl.Broker(1).Request(ctx, req)
+	if err != nil {
+		return kmsg.MetadataResponseTopicPartition{}, err
+	}
+	for _, p := range kr.(*kmsg.MetadataResponse).Topics[0].Partitions {
+		if p.Partition == partition {
+			return p, nil
+		}
+	}
+	return kmsg.MetadataResponseTopicPartition{}, fmt.Errorf("%s-%d not in Metadata", topic, partition)
+}
+
+// readPartitionBack consumes topic's partition from its start and fails unless it holds
+// offsets 0 to n-1, in order, each with a value of size bytes.
+func readPartitionBack(ctx context.Context, t *testing.T, b *Broker, topic string, partition int32, n int64, size int) {
+	t.Helper()
+	cons := b.Client(t, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(0)}}))
+	defer cons.Close()
+	var next int64
+	for next < n {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read back %s-%d: %d of %d acknowledged records", topic, partition, next, n)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset != next || len(r.Value) != size {
+				t.Fatalf("%s-%d: offset %d of %d bytes after %d; want offset %d of %d bytes", topic, partition, r.Offset, len(r.Value), next-1, next, size)
+			}
+			next++
+		})
+	}
+}
+
+// TestLogDirOfflineAtStart runs one broker with two log dirs and a topic with a partition in
+// each, with acknowledged records in both, then replaces the second dir by a file and restarts
+// the broker: it starts, with the partition of the good dir served (every record read back, more
+// taken), kafka-log-dirs reporting the second dir with a storage error, and the other partition
+// answering produce and fetch with KAFKA_STORAGE_ERROR and without a leader in Metadata and in
+// kafka-topics --describe; it is not recreated empty in the good dir. Once the dir is back and
+// the broker restarted, the partition leads again and every acknowledged record of both is read
+// back.
+func TestLogDirOfflineAtStart(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg target) {
+		root := t.TempDir()
+		good, bad := filepath.Join(root, "good"), filepath.Join(root, "bad")
+		b := tg.start(t, "log.dirs="+good+","+bad)
+		const topic, size = "jbod-start", 100
+		b.CreateTopic(t, topic, 2)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cl := b.Client(t, kgo.MaxVersions(kversion.V3_0_0()))
+		doomed, healthy := splitAcrossDirs(ctx, t, cl, topic, bad)
+		acked := map[int32]int64{}
+		produce := func(p int32, n int) {
+			t.Helper()
+			for range n {
+				if sp := produceDirect(ctx, t, cl, topic, p, size); sp.ErrorCode != 0 || sp.BaseOffset != acked[p] {
+					t.Fatalf("produce to %s-%d: error %d at %d; want success at %d", topic, p, sp.ErrorCode, sp.BaseOffset, acked[p])
+				}
+				acked[p]++
+			}
+		}
+		produce(doomed, 50)
+		produce(healthy, 50)
+		cl.Close()
+
+		b.Stop()
+		if err := os.Rename(bad, bad+".away"); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, bad, "not a log dir\n")
+		b.Restart()
+		cl = b.Client(t, kgo.MaxVersions(kversion.V3_0_0()))
+		// Kafka answers NOT_LEADER_OR_FOLLOWER too for a replica of an offline dir it did
+		// not open; ringbroker answers KAFKA_STORAGE_ERROR.
+		offlineCode := func(code int16) bool {
+			return code == kerr.KafkaStorageError.Code || tg.name == "kafka" && code == kerr.NotLeaderForPartition.Code
+		}
+		if sp := produceDirect(ctx, t, cl, topic, doomed, size); !offlineCode(sp.ErrorCode) {
+			t.Errorf("produce to the partition of the offline dir: error %d; want KAFKA_STORAGE_ERROR (56)", sp.ErrorCode)
+		}
+		if fp := fetchDirect(ctx, t, cl, topic, doomed); !offlineCode(fp.ErrorCode) {
+			t.Errorf("fetch from the partition of the offline dir: error %d; want KAFKA_STORAGE_ERROR (56)", fp.ErrorCode)
+		}
+		testutil.WaitFor(t, clusterTimeout, func() error {
+			p, err := metadataPartition(ctx, cl, topic, doomed)
+			if err == nil && (p.Leader != -1 || p.ErrorCode != kerr.LeaderNotAvailable.Code || !slices.Contains(p.OfflineReplicas, 1)) {
+				err = fmt.Errorf("partition of the offline dir: leader %d, error %d, offline replicas %v; want -1, LEADER_NOT_AVAILABLE, broker 1", p.Leader, p.ErrorCode, p.OfflineReplicas)
+			}
+			return err
+		})
+		out := runJava(t, "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", b.Addr(), "--describe", "--topic", topic).stdout
+		if !strings.Contains(out, fmt.Sprintf("Partition: %d\tLeader: none", doomed)) || !strings.Contains(out, fmt.Sprintf("Partition: %d\tLeader: 1\t", healthy)) {
+			t.Errorf("kafka-topics --describe: want partition %d without a leader, %d led by 1:\n%s", doomed, healthy, out)
+		}
+		report := describeLogDirs(t, b.Addr(), topic)
+		for _, d := range report.Brokers[0].LogDirs {
+			switch {
+			case d.LogDir == bad && (d.Error == nil || !strings.Contains(*d.Error, "Storage")):
+				t.Errorf("kafka-log-dirs: the unusable dir %s has error %v; want a storage error", bad, d.Error)
+			case d.LogDir == good && (d.Error != nil || len(d.Partitions) != 1 || d.Partitions[0].Partition != fmt.Sprintf("%s-%d", topic, healthy)):
+				t.Errorf("kafka-log-dirs: the good dir %s has error %v, partitions %v; want none, %s-%d alone", good, d.Error, d.Partitions, topic, healthy)
+			}
+		}
+		readPartitionBack(ctx, t, b, topic, healthy, acked[healthy], size)
+		produce(healthy, 50)
+		cl.Close()
+
+		b.Stop()
+		if err := os.Remove(bad); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(bad+".away", bad); err != nil {
+			t.Fatal(err)
+		}
+		b.Restart()
+		cl = b.Client(t, kgo.MaxVersions(kversion.V3_0_0()))
+		testutil.WaitFor(t, clusterTimeout, func() error {
+			p, err := metadataPartition(ctx, cl, topic, doomed)
+			if err == nil && (p.Leader != 1 || len(p.OfflineReplicas) != 0) {
+				err = fmt.Errorf("partition of the repaired dir: leader %d, offline replicas %v; want 1, none", p.Leader, p.OfflineReplicas)
+			}
+			return err
+		})
+		readPartitionBack(ctx, t, b, topic, doomed, acked[doomed], size)
+		readPartitionBack(ctx, t, b, topic, healthy, acked[healthy], size)
+		produce(doomed, 10)
 	})
 }

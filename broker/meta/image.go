@@ -130,15 +130,22 @@ type Partition struct {
 	// adding ones are catching up. Both are empty otherwise.
 	AddingReplicas   []int32 `json:",omitempty"`
 	RemovingReplicas []int32 `json:",omitempty"`
+	// Offline are the replicas whose broker reported their log dir offline (KIP-858's
+	// directory assignment LOST): they can neither lead nor join the ISR until their broker
+	// reports them in an online dir again. A subset of Replicas.
+	Offline []int32 `json:",omitempty"`
 }
 
 // Next returns the record that changes p to leader, leaderEpoch and isr, one partition epoch
-// later, keeping its replicas and any reassignment in progress.
+// later, keeping its replicas, its offline replicas and any reassignment in progress.
 func (p Partition) Next(topic UUID, leader, leaderEpoch int32, isr []int32) Record {
 	return Record{Type: TypePartition, TopicID: topic, Partition: p.Index, Replicas: p.Replicas,
 		ISR: isr, Leader: leader, LeaderEpoch: leaderEpoch, PartitionEpoch: p.PartitionEpoch + 1,
-		AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas}
+		AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas, Offline: p.Offline}
 }
+
+// IsOffline reports whether broker's replica of p is in a log dir its broker reported offline.
+func (p Partition) IsOffline(broker int32) bool { return slices.Contains(p.Offline, broker) }
 
 // Reassigning reports whether a reassignment of the partition is in progress.
 func (p Partition) Reassigning() bool {
@@ -274,6 +281,12 @@ func (im *Image) Apply(offset int64, recs []Record) (*Image, error) {
 			p := Partition{Index: r.Partition, Leader: r.Leader, LeaderEpoch: r.LeaderEpoch, PartitionEpoch: r.PartitionEpoch,
 				Replicas: append([]int32(nil), r.Replicas...), ISR: append([]int32(nil), r.ISR...),
 				AddingReplicas: slices.Clone(r.AddingReplicas), RemovingReplicas: slices.Clone(r.RemovingReplicas)}
+			for _, n := range r.Offline {
+				// A replica a reassignment removed is offline nowhere any more.
+				if slices.Contains(p.Replicas, n) && !slices.Contains(p.Offline, n) {
+					p.Offline = append(p.Offline, n)
+				}
+			}
 			for _, n := range append(slices.Clone(p.AddingReplicas), p.RemovingReplicas...) {
 				if !slices.Contains(p.Replicas, n) || (slices.Contains(p.AddingReplicas, n) && slices.Contains(p.RemovingReplicas, n)) {
 					return nil, fmt.Errorf("record %d: partition %d of %q: replicas %v, adding %v, removing %v: broker %d is not a replica or both adding and removing",

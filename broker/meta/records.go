@@ -74,6 +74,9 @@ type Record struct {
 	// with (-1: not checked), as AlterPartition's NewIsrWithEpochs (KIP-903): a member new to
 	// the ISR whose epoch is not its registration's is refused.
 	ISREpochs []int64 `json:"isr_epochs,omitempty"`
+	// Offline are the replicas whose log dir their broker reported offline (Partition.Offline),
+	// as KRaft's PartitionRecord.Directories names them with the directory id LOST.
+	Offline []int32 `json:"offline_replicas,omitempty"`
 
 	// Config, BrokerConfig, ClientMetricsConfig and GroupConfig: a config key set to Value,
 	// or removed when Value is nil.
