@@ -1,10 +1,15 @@
 package ring
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/netip"
+	"os"
+	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -16,6 +21,12 @@ const listenBacklog = 4096
 // listenSockets opens n listening sockets on addr with SO_REUSEPORT, so the
 // kernel spreads connections over them. With port 0 the first socket picks the
 // port and the others bind the same one. It returns the fds and the bound address.
+//
+// SO_REUSEPORT would let any process of the same user join the group and take a
+// share of the connections (a second broker started on the port by mistake, which
+// then answers clients from other metadata), where a plain listener fails to bind.
+// So once bound, the sockets must be the only listeners on the port (checkSoleListener),
+// or the address is refused as in use, as Kafka's own bind would be.
 func listenSockets(addr string, n int) ([]int, *net.TCPAddr, error) {
 	ta, err := net.ResolveTCPAddr("tcp", addr)
 	if err != nil {
@@ -40,7 +51,90 @@ func listenSockets(addr string, n int) ([]int, *net.TCPAddr, error) {
 			ta = &net.TCPAddr{IP: ta.IP, Port: local.Port, Zone: ta.Zone}
 		}
 	}
+	if err := checkSoleListener(fds, bound); err != nil {
+		closeAll()
+		return nil, nil, err
+	}
 	return fds, bound, nil
+}
+
+// checkSoleListener reports an EADDRINUSE error when a socket other than fds listens on
+// bound's port at an address that overlaps bound's (the same one, or either unspecified), as
+// /proc/net/tcp and /proc/net/tcp6 list them for this network namespace.
+func checkSoleListener(fds []int, bound *net.TCPAddr) error {
+	ours := make(map[uint64]bool, len(fds))
+	for _, fd := range fds {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return fmt.Errorf("stat listening socket: %w", err)
+		}
+		ours[st.Ino] = true
+	}
+	want := bound.AddrPort().Addr().Unmap()
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		data, err := os.ReadFile(table)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // no IPv6
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", table, err)
+		}
+		for _, l := range parseListeners(data) {
+			if l.port != bound.Port || ours[l.inode] {
+				continue
+			}
+			if l.addr == want || l.addr.IsUnspecified() || want.IsUnspecified() {
+				return fmt.Errorf("listen on %s: another process listens on %s (socket inode %d): %w",
+					bound, netip.AddrPortFrom(l.addr, uint16(l.port)), l.inode, unix.EADDRINUSE)
+			}
+		}
+	}
+	return nil
+}
+
+// listener is one listening socket of /proc/net/tcp or tcp6.
+type listener struct {
+	addr  netip.Addr
+	port  int
+	inode uint64
+}
+
+// tcpListen is the st column of a listening socket in /proc/net/tcp.
+const tcpListen = "0A"
+
+// parseListeners returns the listening sockets of a /proc/net/tcp or /proc/net/tcp6 table; a
+// line it cannot read is skipped. The kernel prints an address as the 32-bit words of its
+// network-order bytes, each in hex as a native-endian integer, then ":" and the port in hex.
+func parseListeners(table []byte) []listener {
+	var out []listener
+	for _, line := range strings.Split(string(table), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 10 || f[3] != tcpListen {
+			continue
+		}
+		hexAddr, hexPort, ok := strings.Cut(f[1], ":")
+		if !ok || (len(hexAddr) != 8 && len(hexAddr) != 32) {
+			continue
+		}
+		raw := make([]byte, 0, 16)
+		bad := false
+		for i := 0; i < len(hexAddr); i += 8 {
+			w, err := strconv.ParseUint(hexAddr[i:i+8], 16, 32)
+			if err != nil {
+				bad = true
+				break
+			}
+			raw = binary.NativeEndian.AppendUint32(raw, uint32(w))
+		}
+		port, perr := strconv.ParseUint(hexPort, 16, 16)
+		inode, ierr := strconv.ParseUint(f[9], 10, 64)
+		addr, aok := netip.AddrFromSlice(raw)
+		if bad || perr != nil || ierr != nil || !aok {
+			continue
+		}
+		out = append(out, listener{addr: addr.Unmap(), port: int(port), inode: inode})
+	}
+	return out
 }
 
 // listenSocket opens one SO_REUSEPORT listening socket on ta: IPv4 for a v4

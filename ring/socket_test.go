@@ -1,0 +1,100 @@
+package ring
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestListenRefusesSharedPort starts a server and then another on the same address: the
+// second is refused with EADDRINUSE whichever backends the two run, as a second Kafka on
+// the port would be, rather than joining the io_uring listeners' SO_REUSEPORT group and
+// taking a share of the connections.
+func TestListenRefusesSharedPort(t *testing.T) {
+	for _, first := range backends {
+		for _, second := range backends {
+			t.Run(fmt.Sprintf("%s-then-%s", first, second), func(t *testing.T) {
+				s := startServer(t, Config{Backend: first, Rings: 2}, newEchoHandler(t))
+				addr := s.Addr().String()
+				other, err := Listen(Config{Backend: second, Rings: 2, Addr: addr, Logger: quietLogger()}, newEchoHandler(t))
+				if err == nil {
+					other.Shutdown(t.Context())
+					t.Fatalf("a %s server listened on %s, which a %s server holds", second, addr, first)
+				}
+				if !errors.Is(err, unix.EADDRINUSE) {
+					t.Fatalf("second listen on %s: %v, want EADDRINUSE", addr, err)
+				}
+				// The first still serves.
+				c := dial(t, s)
+				if _, err := c.Write([]byte("ping")); err != nil {
+					t.Fatalf("write to the first server: %v", err)
+				}
+			})
+		}
+	}
+}
+
+// TestListenSocketsOtherAddress binds the port of a listener group on another loopback
+// address: the addresses do not overlap, so it is allowed, as it is without SO_REUSEPORT.
+func TestListenSocketsOtherAddress(t *testing.T) {
+	fds, bound, err := listenSockets("127.0.0.1:0", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeFDs(fds)
+	other, _, err := listenSockets(fmt.Sprintf("127.0.0.2:%d", bound.Port), 2)
+	if err != nil {
+		t.Fatalf("listen on 127.0.0.2:%d beside 127.0.0.1: %v", bound.Port, err)
+	}
+	closeFDs(other)
+	if _, _, err := listenSockets(fmt.Sprintf("0.0.0.0:%d", bound.Port), 1); !errors.Is(err, unix.EADDRINUSE) {
+		t.Fatalf("listen on 0.0.0.0:%d over 127.0.0.1: %v, want EADDRINUSE", bound.Port, err)
+	}
+}
+
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+// TestParseListeners reads listening sockets out of /proc/net/tcp and tcp6 lines in the
+// kernel's format, and skips the rest.
+func TestParseListeners(t *testing.T) {
+	// procAddr prints an address as the kernel does: each 32-bit word of its network-order
+	// bytes as a native-endian integer in hex.
+	procAddr := func(a netip.Addr) string {
+		b := a.AsSlice()
+		s := ""
+		for i := 0; i < len(b); i += 4 {
+			s += fmt.Sprintf("%08X", binary.NativeEndian.Uint32(b[i:i+4]))
+		}
+		return s
+	}
+	line := func(a netip.Addr, port int, st string, inode int) string {
+		return fmt.Sprintf("   0: %s:%04X 00000000:0000 %s 00000000:00000000 00:00000000 00000000     0        0 %d 1 0000000000000000 100 0 0 10 0",
+			procAddr(a), port, st, inode)
+	}
+	loop := netip.MustParseAddr("127.0.0.1")
+	v6 := netip.MustParseAddr("fe80::1")
+	mapped := netip.MustParseAddr("::ffff:10.1.2.3")
+	table := "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n" +
+		line(loop, 19092, tcpListen, 101) + "\n" +
+		line(loop, 19092, "01", 102) + "\n" + // established: not a listener
+		line(v6, 9644, tcpListen, 103) + "\n" +
+		line(mapped, 80, tcpListen, 104) + "\n" +
+		"   9: garbage 0A\n"
+	got := parseListeners([]byte(table))
+	want := []listener{
+		{addr: loop, port: 19092, inode: 101},
+		{addr: v6, port: 9644, inode: 103},
+		{addr: netip.MustParseAddr("10.1.2.3"), port: 80, inode: 104},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("parseListeners = %v, want %v", got, want)
+	}
+}
