@@ -14,10 +14,11 @@ import (
 	"ringbroker/raft"
 )
 
-// The controller listener carries two protocols: Raft's transport, and requests that a
-// controller forwards to the active one (a commit, or a broker heartbeat). A forwarding
-// connection opens with forwardMagic; as a Raft frame length it would exceed raft's frame
-// limit, so the two cannot be confused.
+// The controller listener carries three protocols: Raft's transport (connections that open
+// with raft.Preamble), requests that a controller forwards to the active one (a commit, or a
+// broker heartbeat; connections that open with forwardMagic), and Kafka's, from admin clients
+// (see ServeClients). As a Kafka request size forwardMagic would be over 1.3 GB, far above any
+// socket.request.max.bytes in use, so the three cannot be confused.
 const (
 	forwardMagic = "RBFW"
 	// maxForwardBytes bounds one forwarded request or response.

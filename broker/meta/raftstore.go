@@ -107,6 +107,8 @@ type RaftStore struct {
 	suspects chan Suspect
 	// apis answer the Kafka APIs served by the active controller alone.
 	apis controllerAPIs
+	// clients serves the Kafka clients of the controller listener; nil until ServeClients.
+	clients atomic.Pointer[ClientConnHandler]
 
 	// changeMu is held by the voter change (AddVoter, RemoveVoter) in progress on this leader:
 	// one at a time, as Kafka.
@@ -255,6 +257,22 @@ func (s *RaftStore) controllerAddr(id int32) string {
 		return addr
 	}
 	return s.Image().Quorum[id].Addr
+}
+
+// Controllers maps the node id of every controller of the quorum to its controller listener
+// address: the static voters (controller.quorum.voters), and the members of a dynamic quorum
+// that are controllers, voters or observers, as the log recorded them.
+func (s *RaftStore) Controllers() map[int32]string {
+	out := map[int32]string{}
+	for id, addr := range s.cfg.Voters {
+		out[id] = addr
+	}
+	for id, m := range s.Image().Quorum {
+		if !m.Broker && m.Addr != "" {
+			out[id] = m.Addr
+		}
+	}
+	return out
 }
 
 // waitLeader waits for the sole voter to win the election it starts at once (raft.Node) and
