@@ -30,7 +30,8 @@ type forwardRequest struct {
 	// Kind is "commit" (Records, encoded), "heartbeat" (NodeID, Incarnation, and Addr from a
 	// learner), "unreachable" (NodeID, Incarnation: a broker that refused a connection),
 	// "join" (NodeID, Addr: add a learner), "api" (APIKey, Body: a request for
-	// ControllerAPI) or "read_index" (the commit index, for CatchUp).
+	// ControllerAPI), "read_index" (the commit index, for CatchUp) or "directory_id" (the
+	// receiver's metadata directory id, for UpgradeKRaftVersion; any controller answers).
 	Kind        string `json:"kind"`
 	Records     []byte `json:"records,omitempty"`
 	NodeID      int32  `json:"node_id,omitempty"`
@@ -64,6 +65,8 @@ type forwardResponse struct {
 	ShouldShutdown bool `json:"should_shutdown,omitempty"`
 	// Body answers an "api" request: the Kafka API response, encoded.
 	Body []byte `json:"body,omitempty"`
+	// DirectoryID answers a "directory_id" request: the answering controller's.
+	DirectoryID UUID `json:"directory_id"`
 }
 
 // notLeaderAtError is a forward's not-leader answer that names where the leader listens.
@@ -191,6 +194,8 @@ func (s *RaftStore) serveForward(body []byte) forwardResponse {
 		out, err = s.serveControllerAPI(req.APIKey, req.Body)
 	case "read_index":
 		idx, err = s.readIndex(time.Now().Add(s.cfg.CommitTimeout))
+	case "directory_id":
+		return forwardResponse{DirectoryID: s.cfg.DirectoryID}
 	default:
 		err = fmt.Errorf("unknown forwarded request kind %q", req.Kind)
 	}

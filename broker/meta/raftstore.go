@@ -56,7 +56,8 @@ type RaftConfig struct {
 	// quorum asks to join until it knows the leader.
 	BootstrapServers []string
 	// DirectoryID is the directory id of this node's metadata log dir (meta.properties), which
-	// it joins a dynamic quorum with.
+	// it joins a dynamic quorum with, and tells the leader when a static quorum is upgraded to
+	// kraft.version 1.
 	DirectoryID UUID
 	// SnapshotEntries: a snapshot of the image is taken every this many entries (10000).
 	SnapshotEntries uint64
