@@ -30,7 +30,7 @@ var clientSoftwarePattern = regexp.MustCompile(`^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a
 func handleAPIVersions(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.ApiVersionsRequest)
 	resp := kmsg.NewPtrApiVersionsResponse()
-	resp.ApiKeys = b.apiVersionKeys()
+	resp.ApiKeys = rc.cs.apis.apiVersionKeys()
 	if req.Version >= 3 {
 		addFeatures(resp, b.meta.Image())
 	}

@@ -21,6 +21,11 @@ func TestFeatureRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// upgraded is im once its static quorum of one voter is at kraft.version 1.
+	upgraded, err := im.Apply(1, []meta.Record{{Type: meta.TypeQuorumMember, NodeID: 1, MemberAddr: "127.0.0.1:9093", DirectoryID: meta.NewUUID()}})
+	if err != nil || upgraded.KRaftVersion() != 1 {
+		t.Fatalf("upgrade the quorum: kraft.version %d, %v", upgraded.KRaftVersion(), err)
+	}
 	for _, tc := range []struct {
 		name    string
 		version int16
@@ -28,7 +33,10 @@ func TestFeatureRecords(t *testing.T) {
 		level   int16
 		typ     int8
 		allow   bool
-		want    string // a refusal's message, "" when accepted
+		// onUpgraded decides against upgraded instead of im; wKRaft says the update upgrades
+		// kraft.version, which no record does.
+		onUpgraded, wKRaft bool
+		want               string // a refusal's message, "" when accepted
 	}{
 		{name: "metadata.version at its level", version: 1, feature: featureMetadataVersion, level: 27, typ: upgradeOnly},
 		{name: "metadata.version past 4.1-IV1", version: 1, feature: featureMetadataVersion, level: 28, typ: upgradeOnly,
@@ -52,8 +60,12 @@ func TestFeatureRecords(t *testing.T) {
 		{name: "transaction.version downgrade to 1", version: 1, feature: featureTransactionVersion, level: 1, typ: safeDowngrade},
 		{name: "unknown upgrade type", version: 1, feature: featureGroupVersion, level: 1, typ: 4, want: "Unknown upgrade type 4"},
 		{name: "kraft.version at its level", version: 1, feature: featureKRaftVersion, level: 0, typ: upgradeOnly},
-		{name: "kraft.version of a static quorum upgraded", version: 1, feature: featureKRaftVersion, level: 1, typ: upgradeOnly,
-			want: "Invalid update version 1 for feature kraft.version. A quorum's kraft.version is 0 as formatted"},
+		{name: "kraft.version of a static quorum upgraded", version: 1, feature: featureKRaftVersion, level: 1, typ: upgradeOnly, wKRaft: true},
+		{name: "kraft.version of an upgraded quorum upgraded again", version: 1, feature: featureKRaftVersion, level: 1, typ: upgradeOnly, onUpgraded: true},
+		{name: "kraft.version downgrade", version: 1, feature: featureKRaftVersion, level: 0, typ: safeDowngrade, onUpgraded: true,
+			want: "Invalid upgrade of kraft.version from version 1 to 0 because the new version is a downgrade"},
+		{name: "kraft.version downgrade without saying so", version: 1, feature: featureKRaftVersion, level: 0, typ: upgradeOnly, onUpgraded: true,
+			want: "Can't downgrade the version of this feature without setting the upgrade type"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := kmsg.NewPtrUpdateFeaturesRequest()
@@ -61,15 +73,25 @@ func TestFeatureRecords(t *testing.T) {
 			u := kmsg.NewUpdateFeaturesRequestFeatureUpdate()
 			u.Feature, u.MaxVersionLevel, u.UpgradeType, u.AllowDowngrade = tc.feature, tc.level, tc.typ, tc.allow
 			req.FeatureUpdates = append(req.FeatureUpdates, u)
-			recs, ferr := featureRecords(im, 1, req)
+			on := im
+			if tc.onUpgraded {
+				on = upgraded
+			}
+			recs, kraft, ferr := featureRecords(on, 1, req)
 			if tc.want != "" {
 				if ferr == nil || ferr.code != kerr.InvalidUpdateVersion || !strings.Contains(ferr.msg, tc.want) {
 					t.Fatalf("refusal %+v; want INVALID_UPDATE_VERSION saying %q", ferr, tc.want)
 				}
 				return
 			}
-			if ferr != nil || len(recs) != 1 || recs[0].FeatureName != tc.feature || recs[0].FeatureLevel != tc.level {
-				t.Fatalf("records %+v, %+v; want %s at %d", recs, ferr, tc.feature, tc.level)
+			if tc.wKRaft {
+				if ferr != nil || len(recs) != 0 || !kraft {
+					t.Fatalf("records %+v, kraft.version upgrade %v, %+v; want the upgrade and no record", recs, kraft, ferr)
+				}
+				return
+			}
+			if ferr != nil || kraft || len(recs) != 1 || recs[0].FeatureName != tc.feature || recs[0].FeatureLevel != tc.level {
+				t.Fatalf("records %+v, kraft.version upgrade %v, %+v; want %s at %d", recs, kraft, ferr, tc.feature, tc.level)
 			}
 		})
 	}

@@ -2,14 +2,13 @@ package broker
 
 // AddRaftVoter (key 80), versions 0-1.
 //
-// Behavior: kafka-metadata-quorum add-controller (Admin addRaftVoter) through any broker,
-// which forwards the request to the active controller over the controller listener, as
-// Kafka's brokers forward it; controllers serve no Kafka listener, so --bootstrap-controller
-// is not served. The active controller of a dynamic quorum (controller.quorum.bootstrap.servers)
-// promotes an observer (a learner: a controller formatted --no-initial-controllers) to voter
+// Behavior: kafka-metadata-quorum add-controller (Admin addRaftVoter) through any broker, or
+// any controller with --bootstrap-controller, which forwards the request to the active
+// controller over the controller listener, as Kafka's brokers forward it. The active
+// controller of a dynamic quorum (controller.quorum.bootstrap.servers) promotes an observer (a learner: a controller formatted --no-initial-controllers) to voter
 // once it holds the leader's log, at the endpoint of the controller listener's name among the
 // request's, and answers once the change is committed (v1's AckWhenCommitted=false is answered
-// the same way). Errors are Kafka's: a static quorum (kraft.version 0) gets
+// the same way). Errors are Kafka's: a static quorum not upgraded (kraft.version 0) gets
 // UNSUPPORTED_VERSION; a change while another is in progress or uncommitted, and a node that is
 // not a controller's observer with that directory id caught up with the leader (a broker-only
 // node, say), get REQUEST_TIMED_OUT; a voter DUPLICATE_VOTER; endpoints without the controller

@@ -209,3 +209,24 @@ func errorIs(err error, want *kerr.Error) bool {
 	ke, ok := err.(*kerr.Error)
 	return ok && ke == want
 }
+
+func TestEndpointTypeError(t *testing.T) {
+	for _, tc := range []struct {
+		served, asked int8
+		wCode         *kerr.Error
+		wMsg          string
+	}{
+		{endpointBroker, endpointBroker, nil, ""},
+		{endpointController, endpointController, nil, ""},
+		{endpointBroker, endpointController, kerr.MismatchedEndpointType, "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER"},
+		{endpointController, endpointBroker, kerr.MismatchedEndpointType, "The request was sent to an endpoint of type CONTROLLER, but we wanted an endpoint of type BROKER"},
+		{endpointBroker, 0, kerr.UnsupportedEndpointType, "Unsupported endpoint type 0"},
+		{endpointController, 3, kerr.UnsupportedEndpointType, "Unsupported endpoint type 3"},
+		{endpointController, -1, kerr.UnsupportedEndpointType, "Unsupported endpoint type -1"},
+	} {
+		code, msg := endpointTypeError(tc.served, tc.asked)
+		if code != tc.wCode || msg != tc.wMsg {
+			t.Errorf("endpointTypeError(%d, %d) = %v, %q; want %v, %q", tc.served, tc.asked, code, msg, tc.wCode, tc.wMsg)
+		}
+	}
+}

@@ -33,6 +33,7 @@ func (b *Broker) installControllerAPIs() {
 	b.meta.HandleControllerAPI(kmsg.AddRaftVoter.Int16(), func(body []byte) ([]byte, error) { return b.serveVoterChange(body, addVoter) })
 	b.meta.HandleControllerAPI(kmsg.RemoveRaftVoter.Int16(), func(body []byte) ([]byte, error) { return b.serveVoterChange(body, removeVoter) })
 	b.meta.HandleControllerAPI(kmsg.AssignReplicasToDirs.Int16(), b.serveAssignReplicasToDirs)
+	b.meta.HandleControllerAPI(kmsg.UpdateFeatures.Int16(), b.serveKRaftUpgrade)
 }
 
 // serveAlterPartition is the active controller's AlterPartition handler (a

@@ -102,18 +102,18 @@ func newAPITable(telemetryReceiver bool) *apiTable {
 	return &t
 }
 
-// lookupAPI returns the API for key, or nil when it is not served.
-func (b *Broker) lookupAPI(key int16) *api {
-	if key < 0 || int(key) >= len(b.apis) {
+// lookup returns the API for key, or nil when it is not served.
+func (t *apiTable) lookup(key int16) *api {
+	if key < 0 || int(key) >= len(t) {
 		return nil
 	}
-	return b.apis[key]
+	return t[key]
 }
 
 // apiVersionKeys is the ApiVersions key list built from the table.
-func (b *Broker) apiVersionKeys() []kmsg.ApiVersionsResponseApiKey {
+func (t *apiTable) apiVersionKeys() []kmsg.ApiVersionsResponseApiKey {
 	var keys []kmsg.ApiVersionsResponseApiKey
-	for _, a := range b.apis {
+	for _, a := range t {
 		if a == nil {
 			continue
 		}
@@ -128,6 +128,6 @@ func (b *Broker) apiVersionKeys() []kmsg.ApiVersionsResponseApiKey {
 
 // apiVersionsUnsupported is the framed answer to an ApiVersions request of a version we do not
 // serve: UNSUPPORTED_VERSION in a v0 body with the full key list, never a closed connection.
-func (b *Broker) apiVersionsUnsupported(correlationID int32) []byte {
-	return wire.AppendAPIVersionsUnsupported(nil, correlationID, b.apiVersionKeys()...)
+func (t *apiTable) apiVersionsUnsupported(correlationID int32) []byte {
+	return wire.AppendAPIVersionsUnsupported(nil, correlationID, t.apiVersionKeys()...)
 }

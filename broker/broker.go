@@ -86,6 +86,9 @@ type Broker struct {
 	verifySender peerSender
 
 	servers []*ring.Server
+	// controllerClients serves the Kafka clients of the controller listener; nil on a node
+	// without one (controllerlistener.go).
+	controllerClients *ring.Adopted
 	// reqPool is the request memory pool (queued.max.request.bytes): every request frame is
 	// received into a buffer from it and returns there once answered.
 	reqPool *mempool.Pool
@@ -187,6 +190,9 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 	}
 	for _, key := range cfg.NotActedOn() {
 		logger.Warn("config sets a Kafka key ringbroker does not act on; it is kept for DescribeConfigs only", "key", key)
+	}
+	if err := cfg.checkControllerListenerProtocol(); err != nil {
+		return nil, err
 	}
 	scram := newScramFromImage(&cfg)
 	listeners, err := cfg.listenerSecurity(scram)
@@ -342,7 +348,7 @@ func (b *Broker) Start() error {
 			Wait:            ring.WaitMode(b.cfg.UringWait),
 			TLS:             b.listeners[l.Name].tls,
 			Logger:          b.logger,
-		}, &connHandler{b: b, listener: b.listeners[l.Name]})
+		}, &connHandler{b: b, listener: b.listeners[l.Name], apis: b.apis})
 		if err != nil {
 			b.stopServers(context.Background())
 			return fmt.Errorf("listen %s: %w", l, err)
@@ -363,6 +369,10 @@ func (b *Broker) Start() error {
 		}
 		b.metrics.setBackend(string(srv.Backend()))
 		b.logger.Info("listening", "listener", b.cfg.Listeners[i].String(), "io", srv.Backend())
+	}
+	if err := b.serveControllerClients(); err != nil {
+		b.stopServers(context.Background())
+		return err
 	}
 	if b.cfg.hasRole("broker") {
 		if err := b.registerSelf(); err != nil {
@@ -487,6 +497,11 @@ func (b *Broker) stopServers(ctx context.Context) {
 	for _, s := range b.servers {
 		if err := s.Shutdown(ctx); err != nil {
 			b.logger.Warn("listener shutdown", "err", err)
+		}
+	}
+	if b.controllerClients != nil {
+		if err := b.controllerClients.Shutdown(ctx); err != nil {
+			b.logger.Warn("controller listener clients shutdown", "err", err)
 		}
 	}
 }

@@ -33,6 +33,10 @@ const requestBudget = 16
 type connHandler struct {
 	b        *Broker
 	listener *listenerSec
+	// apis are the APIs served on the listener; controller marks the controller listener's
+	// Kafka clients (controllerlistener.go).
+	apis       *apiTable
+	controller bool
 }
 
 // connState is the per-connection state kept in ring.Conn's context.
@@ -46,6 +50,9 @@ type connState struct {
 	// listener is the listener the connection came in on; auth is who its requests run as.
 	listener *listenerSec
 	auth     *connAuth
+	// apis are the APIs the listener serves; controller is set on the controller listener.
+	apis       *apiTable
+	controller bool
 	// software is the client's name and version from its ApiVersions (KIP-511), which client
 	// metrics subscriptions may match on; nil until a valid one of v3 or later.
 	software atomic.Pointer[clientSoftware]
@@ -113,7 +120,8 @@ var errNotReady = errors.New("broker is catching up with the metadata log")
 
 func (h *connHandler) OnOpen(c ring.Conn) {
 	b := h.b
-	cs := &connState{b: b, c: c, pending: map[uint64]outgoing{}, maxInflight: int32(b.cfg.MaxInflightPerConn), listener: h.listener}
+	cs := &connState{b: b, c: c, pending: map[uint64]outgoing{}, maxInflight: int32(b.cfg.MaxInflightPerConn), listener: h.listener,
+		apis: h.apis, controller: h.controller}
 	cs.resume = c.Resume
 	cs.alloc = func(n int) []byte { return b.reqPool.GetOrWait(n, cs.resume) }
 	cs.auth = newConnAuth(h.listener, h.listener.tlsPrincipal(c.TLS()))
@@ -364,17 +372,17 @@ func (cs *connState) handleFrame(seq uint64, frame []byte) {
 		if errors.As(err, &unk) && unk.APIKey == kmsg.ApiVersions.Int16() {
 			// An ApiVersions version we do not know: answer with UNSUPPORTED_VERSION in a v0
 			// body listing what we serve, so the client can downgrade.
-			rc.finish(ring.Bytes(b.apiVersionsUnsupported(unk.CorrelationID)), nil, false)
+			rc.finish(ring.Bytes(cs.apis.apiVersionsUnsupported(unk.CorrelationID)), nil, false)
 			return
 		}
 		rc.reject(fmt.Errorf("request header: %w", err))
 		return
 	}
 	rc.hdr = hdr
-	a := b.lookupAPI(hdr.APIKey)
+	a := cs.apis.lookup(hdr.APIKey)
 	if a == nil || hdr.APIVersion < a.minVersion || hdr.APIVersion > a.maxVersion {
 		if hdr.APIKey == kmsg.ApiVersions.Int16() {
-			rc.finish(ring.Bytes(b.apiVersionsUnsupported(hdr.CorrelationID)), nil, false)
+			rc.finish(ring.Bytes(cs.apis.apiVersionsUnsupported(hdr.CorrelationID)), nil, false)
 			return
 		}
 		rc.reject(fmt.Errorf("unsupported api key %d version %d", hdr.APIKey, hdr.APIVersion))

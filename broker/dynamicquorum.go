@@ -15,7 +15,8 @@ import (
 // the listed ones) and changed by AddRaftVoter and RemoveRaftVoter (kafka-metadata-quorum
 // add-controller, remove-controller). Every other node, a controller formatted with
 // --no-initial-controllers or a broker, joins through controller.quorum.bootstrap.servers as a
-// learner (a KRaft observer). Its kraft.version is 1; a static quorum's is 0.
+// learner (a KRaft observer). Its kraft.version is 1; a static quorum's is 0 until upgraded
+// (kafka-features upgrade --feature kraft.version=1), after which its voters change as here.
 
 // dynamicQuorum reports whether the node belongs to a dynamic quorum.
 func (c *Config) dynamicQuorum() bool {

@@ -21,9 +21,10 @@ const (
 	// featureTransactionVersion 2 is KIP-890 part 2: an epoch bump per transaction, partitions
 	// added by their leaders.
 	featureTransactionVersion = "transaction.version"
-	// featureKRaftVersion 1 is a dynamic quorum (KIP-853). It follows from how the quorum was
-	// formatted (meta.Image.KRaftVersion), not from Feature records: UpdateFeatures may not
-	// change it.
+	// featureKRaftVersion 1 is a dynamic quorum (KIP-853). It follows from the directory ids
+	// the log recorded of the voters (meta.Image.KRaftVersion), not from Feature records: a
+	// dynamic quorum is formatted with them, and UpdateFeatures upgrades a static one by
+	// recording them (meta.RaftStore.UpgradeKRaftVersion).
 	featureKRaftVersion = "kraft.version"
 	// metadataVersionMin and metadataVersionMax are 3.3-IV3 and 4.1-IV1: the metadata
 	// versions a Kafka 4.1 broker supports, which ringbroker's metadata stands in for.

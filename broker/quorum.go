@@ -160,12 +160,17 @@ func (b *Broker) openMetadata(clusterID string, voters map[int32]string) (*meta.
 	if learner {
 		listen, advHost = b.cfg.learnerListen(), b.advertised().Host
 	}
+	// A static quorum's voters tell their directory id only to upgrade to kraft.version 1,
+	// which without one is refused; its learners join without one, as the quorum's
+	// kraft.version follows from the directory ids recorded (meta.Image.KRaftVersion).
 	var dirID meta.UUID
-	if b.cfg.dynamicQuorum() {
+	if b.cfg.dynamicQuorum() || !learner {
 		var err error
-		if dirID, err = readDirectoryID(b.cfg.LogDirs[0]); err != nil {
+		if dirID, err = readDirectoryID(b.cfg.LogDirs[0]); err != nil && b.cfg.dynamicQuorum() {
 			return nil, err
 		}
+	}
+	if b.cfg.dynamicQuorum() {
 		if !learner {
 			advHost, _, _ = net.SplitHostPort(listen)
 		}

@@ -27,6 +27,13 @@ const clusterTimeout = 30 * time.Second
 // keys (Kafka's names) come last and win.
 func startCluster(t *testing.T, n int, extra ...string) []*Broker {
 	t.Helper()
+	nodes, _ := startClusterPorts(t, n, extra...)
+	return nodes
+}
+
+// startClusterPorts is startCluster, also returning each node's ports.
+func startClusterPorts(t *testing.T, n int, extra ...string) ([]*Broker, []clusterPorts) {
+	t.Helper()
 	ps := freeClusterPorts(t, n)
 	var voters []string
 	for i, p := range ps {
@@ -44,7 +51,7 @@ func startCluster(t *testing.T, n int, extra ...string) []*Broker {
 	for _, b := range out {
 		b.waitReady()
 	}
-	return out
+	return out, ps
 }
 
 // clusterPorts are one node's loopback ports.

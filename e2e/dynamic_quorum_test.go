@@ -154,17 +154,7 @@ func testDynamicQuorum(t *testing.T, kind string, ringOnly []string) {
 	prod := startAckedProducer(ctx, t, addrs, topic)
 
 	for _, id := range []int{2, 3} {
-		testutil.WaitFor(t, 30*time.Second, func() error {
-			out, err := quorum("--command-config", configs[id-1], "add-controller")
-			if err != nil {
-				return fmt.Errorf("add-controller %d: %v\n%s", id, err, out)
-			}
-			want := fmt.Sprintf("Added controller %d with directory id %s and endpoints: CONTROLLER://127.0.0.1:%d", id, dirIDs[id-1], ps[id-1].controller)
-			if !strings.Contains(out, want) {
-				t.Fatalf("add-controller %d printed %q; want %q", id, out, want)
-			}
-			return nil
-		})
+		addController(t, quorum, configs[id-1], id, dirIDs[id-1], ps[id-1].controller)
 		if id == 2 {
 			waitMembers([]int{1, 2}, []int{3})
 		}
@@ -187,20 +177,6 @@ func testDynamicQuorum(t *testing.T, kind string, ringOnly []string) {
 	}
 
 	// Shrink back to one voter: the leader first, then a follower of the two left.
-	removeController := func(id int) {
-		t.Helper()
-		testutil.WaitFor(t, 30*time.Second, func() error {
-			out, err := quorum("remove-controller", "--controller-id", fmt.Sprint(id), "--controller-directory-id", dirIDs[id-1])
-			if err != nil {
-				return fmt.Errorf("remove-controller %d: %v\n%s", id, err, out)
-			}
-			// Kafka 4.1.1's tool prints two spaces after "Removed".
-			if want := fmt.Sprintf(`Removed\s+KRaft controller %d with directory id %s`, id, regexp.QuoteMeta(dirIDs[id-1])); !regexp.MustCompile(want).MatchString(out) {
-				t.Fatalf("remove-controller %d printed %q; want %q", id, out, want)
-			}
-			return nil
-		})
-	}
 	withStatus := func(rows map[string]quorumRow, status string) []int {
 		var ids []int
 		for id, r := range rows {
@@ -214,10 +190,10 @@ func testDynamicQuorum(t *testing.T, kind string, ringOnly []string) {
 		return ids
 	}
 	leader := withStatus(rows, "Leader")[0]
-	removeController(leader)
+	removeController(t, quorum, leader, dirIDs[leader-1])
 	rows = waitMembers(withStatus(rows, "Follower"), []int{leader})
 	follower := withStatus(rows, "Follower")[0]
-	removeController(follower)
+	removeController(t, quorum, follower, dirIDs[follower-1])
 	last := withStatus(rows, "Leader")[0]
 	waitMembers([]int{last}, sortedInts([]int{leader, follower}))
 
@@ -227,6 +203,41 @@ func testDynamicQuorum(t *testing.T, kind string, ringOnly []string) {
 	}
 	checkReadBackInOrder(ctx, t, []string{nodes[last-1].Addr()}, topic, acked)
 	t.Logf("%d acknowledged records read back in order; whole run %v", acked, time.Since(start).Round(time.Millisecond))
+}
+
+// addController runs kafka-metadata-quorum add-controller through quorum with node id's config
+// file cfg until it succeeds, and checks that it names the node's directory id dir and its
+// controller endpoint on port.
+func addController(t *testing.T, quorum func(...string) (string, error), cfg string, id int, dir string, port int) {
+	t.Helper()
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		out, err := quorum("--command-config", cfg, "add-controller")
+		if err != nil {
+			return fmt.Errorf("add-controller %d: %v\n%s", id, err, out)
+		}
+		want := fmt.Sprintf("Added controller %d with directory id %s and endpoints: CONTROLLER://127.0.0.1:%d", id, dir, port)
+		if !strings.Contains(out, want) {
+			t.Fatalf("add-controller %d printed %q; want %q", id, out, want)
+		}
+		return nil
+	})
+}
+
+// removeController runs kafka-metadata-quorum remove-controller of voter id with directory id
+// dir through quorum until it succeeds, and checks what it prints.
+func removeController(t *testing.T, quorum func(...string) (string, error), id int, dir string) {
+	t.Helper()
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		out, err := quorum("remove-controller", "--controller-id", fmt.Sprint(id), "--controller-directory-id", dir)
+		if err != nil {
+			return fmt.Errorf("remove-controller %d: %v\n%s", id, err, out)
+		}
+		// Kafka 4.1.1's tool prints two spaces after "Removed".
+		if want := fmt.Sprintf(`Removed\s+KRaft controller %d with directory id %s`, id, regexp.QuoteMeta(dir)); !regexp.MustCompile(want).MatchString(out) {
+			t.Fatalf("remove-controller %d printed %q; want %q", id, out, want)
+		}
+		return nil
+	})
 }
 
 // sortedInts returns a sorted copy of ids.

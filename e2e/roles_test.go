@@ -19,7 +19,8 @@ import (
 // and controller, node 3 controller only (a voter serving no clients), node 4 broker only (a
 // Raft learner of the metadata log). Topics created through the learner appear on every
 // broker, the learner serves produce and fetch for its partitions, and SIGKILLing it leaves
-// the quorum creating topics.
+// the quorum creating topics. kafka-metadata-quorum --bootstrap-controller reaches the quorum
+// through the controller-only node.
 func TestClusterRoles(t *testing.T) {
 	if brokerKind() != "ringbroker" {
 		t.Skip("the multi-process cluster test runs ringbroker processes; Kafka clusters are not started here")
@@ -96,6 +97,21 @@ func TestClusterRoles(t *testing.T) {
 		c.Close()
 		t.Fatalf("controller-only node 3 accepts on client port %d", client[2])
 	}
+	// It serves admin clients on that port (--bootstrap-controller, KIP-919): the quorum has the
+	// three voters at their controller listeners and the broker-only node as an observer.
+	testutil.WaitFor(t, clusterTimeout, func() error {
+		status := runJava(t, "org.apache.kafka.tools.MetadataQuorumCommand", "--bootstrap-controller", nodes[2].addr, "describe", "--status").stdout
+		fields := statusFields(t, status)
+		for i := range 3 {
+			if voter := fmt.Sprintf(`{"id": %d, "endpoints": ["CONTROLLER://127.0.0.1:%d"]}`, i+1, ctrl[i]); !strings.Contains(fields["CurrentVoters"], voter) {
+				return fmt.Errorf("describe --status through controller-only node 3 lacks voter %s:\n%s", voter, status)
+			}
+		}
+		if !strings.Contains(fields["CurrentObservers"], `{"id": 4`) {
+			return fmt.Errorf("describe --status through controller-only node 3 lacks observer 4:\n%s", status)
+		}
+		return nil
+	})
 
 	// Every broker lists the three brokers; the controller-only node is not one of them.
 	testutil.WaitFor(t, clusterTimeout, func() error {

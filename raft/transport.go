@@ -14,9 +14,16 @@ import (
 	"ringbroker/internal/crc32c"
 )
 
-// Transport framing: each message is a frame of length (4 bytes, of the payload), CRC32C of
-// the payload (4 bytes), payload (AppendMessage's encoding). A frame that fails its CRC or
-// does not decode closes the connection: the stream can no longer be trusted.
+// Preamble opens every connection a Transport dials, so that an application sharing the port
+// with another protocol can tell Raft's connections apart by their first four bytes. Its first
+// byte has the high bit set: read as a big-endian int32 it is negative, so it is never the size
+// prefix of a Kafka request.
+const Preamble = "\xffRFT"
+
+// Transport framing: a connection opens with Preamble, then each message is a frame of length
+// (4 bytes, of the payload), CRC32C of the payload (4 bytes), payload (AppendMessage's
+// encoding). A connection that does not open with Preamble, or a frame that fails its CRC or
+// does not decode, closes the connection: the stream can no longer be trusted.
 const (
 	frameHeader = 8
 	// maxFrameBytes bounds one frame; a snapshot larger than this cannot be sent.
@@ -211,6 +218,13 @@ func (t *Transport) read(c net.Conn) {
 	}()
 	br := bufio.NewReaderSize(c, 64<<10)
 	var hdr [frameHeader]byte
+	if _, err := io.ReadFull(br, hdr[:len(Preamble)]); err != nil {
+		return
+	}
+	if string(hdr[:len(Preamble)]) != Preamble {
+		t.logger.Warn("raft transport: connection without the Raft preamble", "remote", c.RemoteAddr(), "head", fmt.Sprintf("%x", hdr[:len(Preamble)]))
+		return
+	}
 	var buf []byte
 	for {
 		if _, err := io.ReadFull(br, hdr[:]); err != nil {
@@ -284,6 +298,8 @@ func (t *Transport) send(p *peer) {
 				tc.SetNoDelay(true)
 			}
 			bw = bufio.NewWriterSize(c, 64<<10)
+			// Into the empty buffer: a broken connection shows when the buffer is written.
+			bw.WriteString(Preamble)
 		}
 		frame = appendFrame(frame[:0], m)
 		_, err := bw.Write(frame)

@@ -84,7 +84,7 @@ func (s *npServer) acceptLoop() {
 		}
 		backoff = acceptBackoffMin
 		s.st.accepted.Add(1)
-		s.g.serve(nc, s.nextID.Add(1), 0, &s.st)
+		s.g.serve(nc, nil, s.nextID.Add(1), 0, &s.st)
 	}
 }
 
@@ -120,13 +120,14 @@ func newConnGroup(cfg Config, h Handler) *connGroup {
 	return g
 }
 
-// serve starts a connection on its goroutines, counting it in st as event loop loop's.
-func (g *connGroup) serve(nc *net.TCPConn, id uint64, loop int, st *ringCounters) {
+// serve starts a connection on its goroutines, counting it in st as event loop loop's; head
+// are bytes already read from it, delivered first.
+func (g *connGroup) serve(nc *net.TCPConn, head []byte, id uint64, loop int, st *ringCounters) {
 	if !g.admit() {
 		nc.Close()
 		return
 	}
-	go g.run(nc, id, loop, st)
+	go g.run(nc, head, id, loop, st)
 }
 
 // admit counts a new connection in wg, or reports false once Shutdown began.
@@ -140,9 +141,9 @@ func (g *connGroup) admit() bool {
 	return true
 }
 
-// run serves an admitted connection on the calling goroutine until it ends.
-func (g *connGroup) run(nc *net.TCPConn, id uint64, loop int, st *ringCounters) {
-	c, err := g.newConn(nc, id, loop, st)
+// run serves an admitted connection, head first, on the calling goroutine until it ends.
+func (g *connGroup) run(nc *net.TCPConn, head []byte, id uint64, loop int, st *ringCounters) {
+	c, err := g.newConn(nc, head, id, loop, st)
 	if err != nil {
 		g.log.Warn("ring: cannot serve connection", "ring", loop, "err", err.Error())
 		nc.Close()
@@ -163,13 +164,18 @@ func (g *connGroup) run(nc *net.TCPConn, id uint64, loop int, st *ringCounters) 
 	c.readLoop()
 }
 
-// newConn wraps nc; for a TLS group the handshake is left to readLoop.
-func (g *connGroup) newConn(nc *net.TCPConn, id uint64, loop int, st *ringCounters) (*npConn, error) {
+// newConn wraps nc, whose stream starts with head; for a TLS group the handshake is left to
+// readLoop.
+func (g *connGroup) newConn(nc *net.TCPConn, head []byte, id uint64, loop int, st *ringCounters) (*npConn, error) {
 	_ = nc.SetNoDelay(true)
-	c := &npConn{g: g, st: st, id: id, loop: loop, nc: nc, rd: nc, wake: make(chan struct{}, 1),
+	var conn net.Conn = nc
+	if len(head) > 0 {
+		conn = &headConn{TCPConn: nc, head: head}
+	}
+	c := &npConn{g: g, st: st, id: id, loop: loop, nc: nc, rd: conn, wake: make(chan struct{}, 1),
 		resume: make(chan struct{}, 1), quit: make(chan struct{}), writerDone: make(chan struct{})}
 	if g.tls != nil {
-		c.tc = tls.Server(nc, g.tls.config)
+		c.tc = tls.Server(conn, g.tls.config)
 		c.rd = c.tc
 		return c, nil
 	}

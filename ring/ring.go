@@ -366,7 +366,7 @@ type Server struct {
 // cannot be set up here.
 func Listen(cfg Config, h Handler) (*Server, error) {
 	if h == nil {
-		return nil, errors.New("ring listen: nil Handler")
+		return nil, errNilHandler
 	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -436,6 +436,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.shutOnce.Do(func() { s.shutErr = s.eng.shutdown(ctx) })
 	return s.shutErr
 }
+
+// errNilHandler refuses a server without a Handler.
+var errNilHandler = errors.New("ring: nil Handler")
 
 // errUnavailable marks errors that mean "io_uring cannot run here", as
 // opposed to errors of the listen address, so Auto knows when to fall back.

@@ -121,7 +121,7 @@ func (g *connGroup) adopt(fd int, id uint64, loop int, st *ringCounters) {
 			g.wg.Done()
 			return
 		}
-		g.run(nc, id, loop, st)
+		g.run(nc, nil, id, loop, st)
 	}()
 }
 

@@ -14,10 +14,11 @@ import (
 	"ringbroker/raft"
 )
 
-// The controller listener carries two protocols: Raft's transport, and requests that a
-// controller forwards to the active one (a commit, or a broker heartbeat). A forwarding
-// connection opens with forwardMagic; as a Raft frame length it would exceed raft's frame
-// limit, so the two cannot be confused.
+// The controller listener carries three protocols: Raft's transport (connections that open
+// with raft.Preamble), requests that a controller forwards to the active one (a commit, or a
+// broker heartbeat; connections that open with forwardMagic), and Kafka's, from admin clients
+// (see ServeClients). As a Kafka request size forwardMagic would be over 1.3 GB, far above any
+// socket.request.max.bytes in use, so the three cannot be confused.
 const (
 	forwardMagic = "RBFW"
 	// maxForwardBytes bounds one forwarded request or response.
@@ -29,7 +30,8 @@ type forwardRequest struct {
 	// Kind is "commit" (Records, encoded), "heartbeat" (NodeID, Incarnation, and Addr from a
 	// learner), "unreachable" (NodeID, Incarnation: a broker that refused a connection),
 	// "join" (NodeID, Addr: add a learner), "api" (APIKey, Body: a request for
-	// ControllerAPI) or "read_index" (the commit index, for CatchUp).
+	// ControllerAPI), "read_index" (the commit index, for CatchUp) or "directory_id" (the
+	// receiver's metadata directory id, for UpgradeKRaftVersion; any controller answers).
 	Kind        string `json:"kind"`
 	Records     []byte `json:"records,omitempty"`
 	NodeID      int32  `json:"node_id,omitempty"`
@@ -63,6 +65,8 @@ type forwardResponse struct {
 	ShouldShutdown bool `json:"should_shutdown,omitempty"`
 	// Body answers an "api" request: the Kafka API response, encoded.
 	Body []byte `json:"body,omitempty"`
+	// DirectoryID answers a "directory_id" request: the answering controller's.
+	DirectoryID UUID `json:"directory_id"`
 }
 
 // notLeaderAtError is a forward's not-leader answer that names where the leader listens.
@@ -190,6 +194,8 @@ func (s *RaftStore) serveForward(body []byte) forwardResponse {
 		out, err = s.serveControllerAPI(req.APIKey, req.Body)
 	case "read_index":
 		idx, err = s.readIndex(time.Now().Add(s.cfg.CommitTimeout))
+	case "directory_id":
+		return forwardResponse{DirectoryID: s.cfg.DirectoryID}
 	default:
 		err = fmt.Errorf("unknown forwarded request kind %q", req.Kind)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"sort"
 )
@@ -416,6 +417,11 @@ func (im *Image) Apply(offset int64, recs []Record) (*Image, error) {
 			}
 			br.Fenced = r.Fenced
 			next.Brokers[r.NodeID] = br
+		case TypeQuorumMember:
+			if _, _, err := net.SplitHostPort(r.MemberAddr); err != nil || r.NodeID < 0 || r.DirectoryID.IsZero() {
+				return nil, fmt.Errorf("record %d: quorum member %d at %q with directory id %s: want a node id, host:port and a directory id", i, r.NodeID, r.MemberAddr, r.DirectoryID)
+			}
+			next = next.withMember(r.NodeID, QuorumMember{Addr: r.MemberAddr, DirectoryID: r.DirectoryID}, true)
 		default:
 			return nil, fmt.Errorf("record %d: unknown metadata record type %q", i, r.Type)
 		}

@@ -2,18 +2,23 @@ package meta
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"net"
 	"sync"
 	"time"
+
+	"ringbroker/raft"
 )
 
 // classifyTimeout bounds how long a new connection may take to send its first 4 bytes.
 const classifyTimeout = 10 * time.Second
 
 // accept classifies each connection to the controller listener by its first four bytes:
-// forwarded requests are served here, the rest go to Raft's transport.
+// forwarded requests (forwardMagic) are served here, Raft's (raft.Preamble) go to its
+// transport, and the rest, Kafka clients of the controller (admin clients with
+// bootstrap.controllers, KIP-919), to the handler ServeClients installed.
 func (s *RaftStore) accept() {
 	defer s.wg.Done()
 	for {
@@ -50,11 +55,17 @@ func (s *RaftStore) classify(c net.Conn) {
 		c.Close()
 		return
 	}
-	if string(head) != forwardMagic {
+	switch string(head) {
+	case forwardMagic:
+	case raft.Preamble:
 		untrack() // Raft's transport owns and closes it from here on
 		if !s.mux.deliver(&peekedConn{Conn: c, r: br}) {
 			c.Close()
 		}
+		return
+	default:
+		untrack()
+		s.serveClient(c, br)
 		return
 	}
 	defer func() {
@@ -71,6 +82,27 @@ func (s *RaftStore) classify(c net.Conn) {
 	out, _ := json.Marshal(resp)
 	c.Write(binary.BigEndian.AppendUint32(nil, uint32(len(out))))
 	c.Write(out)
+}
+
+// ClientConnHandler serves a Kafka client's connection to the controller listener: head are
+// the bytes already read from it, the start of its first request.
+type ClientConnHandler func(c *net.TCPConn, head []byte)
+
+// ServeClients installs h for the controller listener's Kafka clients; until then they are
+// closed, as a listener not yet open would refuse them.
+func (s *RaftStore) ServeClients(h ClientConnHandler) { s.clients.Store(&h) }
+
+// serveClient hands a Kafka client's connection, whose first bytes br holds, to the installed
+// handler.
+func (s *RaftStore) serveClient(c net.Conn, br *bufio.Reader) {
+	h := s.clients.Load()
+	tc, ok := c.(*net.TCPConn)
+	if h == nil || !ok {
+		c.Close()
+		return
+	}
+	head, _ := br.Peek(br.Buffered())
+	(*h)(tc, bytes.Clone(head))
 }
 
 // muxListener is the net.Listener Raft's transport accepts from: the controller listener's

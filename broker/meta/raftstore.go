@@ -56,7 +56,8 @@ type RaftConfig struct {
 	// quorum asks to join until it knows the leader.
 	BootstrapServers []string
 	// DirectoryID is the directory id of this node's metadata log dir (meta.properties), which
-	// it joins a dynamic quorum with.
+	// it joins a dynamic quorum with, and tells the leader when a static quorum is upgraded to
+	// kraft.version 1.
 	DirectoryID UUID
 	// SnapshotEntries: a snapshot of the image is taken every this many entries (10000).
 	SnapshotEntries uint64
@@ -107,6 +108,8 @@ type RaftStore struct {
 	suspects chan Suspect
 	// apis answer the Kafka APIs served by the active controller alone.
 	apis controllerAPIs
+	// clients serves the Kafka clients of the controller listener; nil until ServeClients.
+	clients atomic.Pointer[ClientConnHandler]
 
 	// changeMu is held by the voter change (AddVoter, RemoveVoter) in progress on this leader:
 	// one at a time, as Kafka.
@@ -255,6 +258,22 @@ func (s *RaftStore) controllerAddr(id int32) string {
 		return addr
 	}
 	return s.Image().Quorum[id].Addr
+}
+
+// Controllers maps the node id of every controller of the quorum to its controller listener
+// address: the static voters (controller.quorum.voters), and the members of a dynamic quorum
+// that are controllers, voters or observers, as the log recorded them.
+func (s *RaftStore) Controllers() map[int32]string {
+	out := map[int32]string{}
+	for id, addr := range s.cfg.Voters {
+		out[id] = addr
+	}
+	for id, m := range s.Image().Quorum {
+		if !m.Broker && m.Addr != "" {
+			out[id] = m.Addr
+		}
+	}
+	return out
 }
 
 // waitLeader waits for the sole voter to win the election it starts at once (raft.Node) and

@@ -43,6 +43,11 @@ const (
 	// (KIP-848's consumer.session.timeout.ms and the like), as KRaft's ConfigRecord of
 	// resource type GROUP: ConfigResource names the group, never empty.
 	TypeGroupConfig RecordType = "group_config"
+	// TypeQuorumMember records a static quorum's voter (NodeID) with its controller listener
+	// (MemberAddr) and directory id (DirectoryID), as KRaft's VotersRecord does when a static
+	// quorum is upgraded to kraft.version 1: the upgrade commits one for every voter at once,
+	// and from then on the voters are the log's, as a dynamic quorum's.
+	TypeQuorumMember RecordType = "quorum_member"
 )
 
 // Record is one change of cluster state. Exactly the fields of its Type are set.
@@ -101,6 +106,10 @@ type Record struct {
 	// Incarnation is a broker registration's id, new at every process start; in a
 	// ControlledShutdown record, the registration that asked to shut down.
 	Incarnation UUID `json:"incarnation,omitempty"`
+
+	// QuorumMember: the voter's controller listener address and metadata directory id.
+	MemberAddr  string `json:"member_addr,omitempty"`
+	DirectoryID UUID   `json:"directory_id,omitempty"`
 
 	// Fence: whether NodeID is fenced from now on.
 	Fenced bool `json:"fenced,omitempty"`

@@ -29,14 +29,72 @@ var (
 	ErrNotCaughtUp = errors.New("the node is not an observer caught up with the leader")
 	// ErrInvalidVoterChange: the change cannot be made as asked (INVALID_REQUEST).
 	ErrInvalidVoterChange = errors.New("invalid voter change")
+	// ErrVoterDirectoryUnknown: a voter of a static quorum did not tell its directory id, so
+	// the quorum cannot be upgraded to kraft.version 1 (Kafka refuses the same way until
+	// every voter has sent it one).
+	ErrVoterDirectoryUnknown = errors.New("directory id must be known for all of the voters")
 )
+
+// UpgradeKRaftVersion upgrades a static quorum (kraft.version 0) to kraft.version 1, as
+// kafka-features upgrade --feature kraft.version=1: it asks every voter for its directory id
+// over the controller listener, then commits, in one entry, a QuorumMember record of each
+// voter with its controller listener and directory id, after which the voters change as a
+// dynamic quorum's (AddVoter, RemoveVoter). validateOnly stops before the commit. An upgraded
+// or dynamic quorum is left as it is. It runs on the leader only (a raft.NotLeaderError
+// elsewhere), and not while a voter change is in progress.
+func (s *RaftStore) UpgradeKRaftVersion(ctx context.Context, validateOnly bool) error {
+	if s.Dynamic() {
+		return nil
+	}
+	if !s.changeMu.TryLock() {
+		return fmt.Errorf("leader %d: %w", s.cfg.NodeID, ErrVoterChangeBusy)
+	}
+	defer s.changeMu.Unlock()
+	st, err := s.node.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("upgrade kraft.version: %w", err)
+	}
+	if st.Progress == nil {
+		return &raft.NotLeaderError{Leader: st.SoftState.Lead}
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(s.cfg.CommitTimeout)
+	}
+	var recs []Record
+	for _, v := range st.Conf.Voters {
+		id := int32(v - 1)
+		dir := s.cfg.DirectoryID
+		if id != s.cfg.NodeID {
+			resp, err := s.forward(id, forwardRequest{Kind: "directory_id"}, deadline)
+			if err != nil {
+				return fmt.Errorf("upgrade kraft.version: voter %d: %w: %w", id, ErrVoterDirectoryUnknown, err)
+			}
+			dir = resp.DirectoryID
+		}
+		if dir.IsZero() {
+			return fmt.Errorf("upgrade kraft.version: voter %d has no directory id: %w", id, ErrVoterDirectoryUnknown)
+		}
+		recs = append(recs, Record{Type: TypeQuorumMember, NodeID: id, MemberAddr: s.controllerAddr(id), DirectoryID: dir})
+	}
+	if validateOnly {
+		_, err := s.Image().Apply(s.Image().Offset, recs)
+		return err
+	}
+	if _, err := s.Commit(recs); err != nil {
+		return fmt.Errorf("upgrade kraft.version: %w", err)
+	}
+	s.logger.Info("metadata quorum upgraded to kraft.version 1: its voters change as a dynamic quorum's", "voters", kafkaIDs(st.Conf.Voters))
+	return nil
+}
 
 // caughtUpWindow is how recently a learner must have held the leader's whole log to be
 // promoted: a few heartbeats, so that a new voter does not hold back the commit index.
 const caughtUpWindow = 2 * time.Second
 
-// Dynamic reports whether the quorum is a dynamic one (see RaftConfig.Dynamic).
-func (s *RaftStore) Dynamic() bool { return s.cfg.Dynamic }
+// Dynamic reports whether the quorum is a dynamic one: configured so (RaftConfig.Dynamic), or
+// a static quorum upgraded to kraft.version 1 (UpgradeKRaftVersion).
+func (s *RaftStore) Dynamic() bool { return s.cfg.Dynamic || s.Image().KRaftVersion() >= 1 }
 
 // AddVoter promotes node id, a learner of the quorum with directory id dir that holds the
 // leader's log, to voter at addr (its controller listener), and returns once the change is
@@ -100,7 +158,7 @@ func (s *RaftStore) RemoveVoter(ctx context.Context, id int32, dir UUID) error {
 // changeVoters runs one voter change on the leader: decide returns the change to propose
 // given the leader's state, or why not.
 func (s *RaftStore) changeVoters(ctx context.Context, decide func(raft.Status, map[uint64]raft.Contact) (raft.ConfChange, error)) error {
-	if !s.cfg.Dynamic {
+	if !s.Dynamic() {
 		return ErrStaticQuorum
 	}
 	if !s.changeMu.TryLock() {

@@ -179,3 +179,26 @@ func TestStaticQuorumRefusesVoterChanges(t *testing.T) {
 		t.Fatalf("RemoveVoter on a static quorum: %v; want ErrStaticQuorum", err)
 	}
 }
+
+// TestQuorumMemberRecord applies the records of a kraft.version upgrade: a valid one records
+// the voter and makes the quorum's kraft.version 1; one without a directory id, with an
+// address that is not host:port or with a negative node id is refused.
+func TestQuorumMemberRecord(t *testing.T) {
+	dir := NewUUID()
+	im, err := EmptyImage("cid").Apply(1, []Record{{Type: TypeQuorumMember, NodeID: 2, MemberAddr: "127.0.0.1:9093", DirectoryID: dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := im.Quorum[2]; got != (QuorumMember{Addr: "127.0.0.1:9093", DirectoryID: dir}) || im.KRaftVersion() != 1 {
+		t.Fatalf("quorum %+v, kraft.version %d; want node 2 recorded and kraft.version 1", im.Quorum, im.KRaftVersion())
+	}
+	for _, r := range []Record{
+		{Type: TypeQuorumMember, NodeID: 2, MemberAddr: "127.0.0.1:9093"},
+		{Type: TypeQuorumMember, NodeID: 2, MemberAddr: "nohostport", DirectoryID: dir},
+		{Type: TypeQuorumMember, NodeID: -1, MemberAddr: "127.0.0.1:9093", DirectoryID: dir},
+	} {
+		if _, err := EmptyImage("cid").Apply(1, []Record{r}); err == nil {
+			t.Errorf("%+v applied; want it refused", r)
+		}
+	}
+}
