@@ -10,6 +10,10 @@
 // stall in the broker or the client shows up in the percentiles instead of
 // silently slowing the schedule (coordinated omission).
 //
+// Beside the workload a probe times the round trip of a request that costs a
+// broker next to nothing (probe.go, ProbeStats): the floor the machine itself,
+// shared by the clients and the broker, puts under every latency of the run.
+//
 // Latencies go into log-linear Histograms (percentiles within 0.4 %, 1 µs to
 // 60 s, mergeable). A Result is written as JSON; Compare prints results side
 // by side with ratios and draws an HdrHistogram-style percentile chart as SVG
