@@ -99,7 +99,7 @@ const listenerPropPrefix = "listener.name."
 var securityConfigDefs = []brokerConfigDef{
 	stringDef("listener.security.protocol.map", "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
 		func(c *Config) *string { return &c.protocolMapText }, checkProtocolMap,
-		"LISTENER:PROTOCOL,... : the security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) of each listener name; an unmapped controller listener is PLAINTEXT"),
+		"LISTENER:PROTOCOL,... : the security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) of each listener name; an unmapped controller listener is PLAINTEXT, and the controller listener must be PLAINTEXT (ringbroker refuses to start otherwise)"),
 	stringDef("inter.broker.listener.name", "", func(c *Config) *string { return &c.Security.InterBrokerListener }, nil,
 		"the listener other brokers connect to; empty: the one named after security.inter.broker.protocol, else the first client listener"),
 	stringDef("security.inter.broker.protocol", protoPlaintext, func(c *Config) *string { return &c.Security.InterBrokerProtocol }, checkProtocol,
