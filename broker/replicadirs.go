@@ -32,7 +32,6 @@ package broker
 // replica: topic id, partition, directory id.
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -42,11 +41,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 
 	"ringbroker/broker/meta"
 	"ringbroker/internal/fsutil"
+	rlog "ringbroker/log"
 )
 
 // replicaDirsFileName is the record of each replica's log dir, in the first log dir.
@@ -80,30 +79,22 @@ func loadReplicaDirs(dir string) (*replicaDirs, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the replica log dirs: %w", err)
 	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for line := 0; sc.Scan(); line++ {
-		text := strings.TrimSpace(sc.Text())
-		switch {
-		case line == 0 && text != "0":
-			return nil, fmt.Errorf("%s: version %q; want 0", r.path, text)
-		case line < 2:
-			continue
-		}
-		f := strings.Fields(text)
-		if len(f) != 3 {
-			return nil, fmt.Errorf("%s line %d: %q; want topic id, partition, directory id", r.path, line+1, text)
-		}
+	lines, err := rlog.CheckpointLines(data, 3)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", r.path, err)
+	}
+	for i, f := range lines {
 		topic, err := meta.ParseUUID(f[0])
 		if err != nil {
-			return nil, fmt.Errorf("%s line %d: %w", r.path, line+1, err)
+			return nil, fmt.Errorf("%s entry %d: %w", r.path, i, err)
 		}
 		index, err := strconv.ParseInt(f[1], 10, 32)
 		if err != nil {
-			return nil, fmt.Errorf("%s line %d: partition %q: %w", r.path, line+1, f[1], err)
+			return nil, fmt.Errorf("%s entry %d: partition %q: %w", r.path, i, f[1], err)
 		}
 		dir, err := meta.ParseUUID(f[2])
 		if err != nil {
-			return nil, fmt.Errorf("%s line %d: %w", r.path, line+1, err)
+			return nil, fmt.Errorf("%s entry %d: %w", r.path, i, err)
 		}
 		r.dirs[replicaKey{topic, int32(index)}] = dir
 	}

@@ -106,7 +106,7 @@ func ReadOffsetCheckpoint(path string) (map[TopicPartition]int64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read offset checkpoint: %w", err)
 	}
-	lines, err := checkpointLines(data, 3)
+	lines, err := CheckpointLines(data, 3)
 	if err != nil {
 		return nil, fmt.Errorf("parse offset checkpoint %s: %w", path, err)
 	}

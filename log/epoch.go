@@ -118,7 +118,7 @@ func (c *epochCache) marshal() []byte {
 // parseEpochCheckpoint reads the checkpoint format written by marshal (and by Kafka).
 func parseEpochCheckpoint(data []byte) (epochCache, error) {
 	var c epochCache
-	lines, err := checkpointLines(data, 2)
+	lines, err := CheckpointLines(data, 2)
 	if err != nil {
 		return c, err
 	}
@@ -138,7 +138,7 @@ func parseEpochCheckpoint(data []byte) (epochCache, error) {
 
 // checkpointLines parses Kafka's checkpoint file framing: a version line (0), a count line,
 // then count lines of exactly width space-separated fields.
-func checkpointLines(data []byte, width int) ([][]string, error) {
+func CheckpointLines(data []byte, width int) ([][]string, error) {
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	next := func() (string, bool) {
 		if !sc.Scan() {
