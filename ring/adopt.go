@@ -38,11 +38,7 @@ func (a *Adopted) Serve(nc *net.TCPConn, head []byte) {
 }
 
 // Stats are the counters of the connections served.
-func (a *Adopted) Stats() Stats {
-	st := a.st.snapshot()
-	st.Idle = max(st.Uptime-time.Duration(a.st.busyNanos.Load()), 0)
-	return st
-}
+func (a *Adopted) Stats() Stats { return a.st.goroutineSnapshot() }
 
 // Shutdown closes every connection after its queued sends, as Server.Shutdown, and refuses
 // connections handed over later.

@@ -55,9 +55,7 @@ func listenNetpoll(cfg Config, h Handler) (*npServer, error) {
 func (s *npServer) addr() net.Addr { return s.ln.Addr() }
 
 func (s *npServer) ringStats() []Stats {
-	st := s.st.snapshot()
-	st.Idle = max(st.Uptime-time.Duration(s.st.busyNanos.Load()), 0)
-	return []Stats{st}
+	return []Stats{s.st.goroutineSnapshot()}
 }
 
 func (s *npServer) acceptLoop() {

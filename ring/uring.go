@@ -273,6 +273,14 @@ func (c *ringCounters) snapshot() Stats {
 	}
 }
 
+// goroutineSnapshot is snapshot for connections served on goroutines of their own (netpoll,
+// Adopted), which have no loop to be idle in: Idle is the uptime less the time spent in OnData.
+func (c *ringCounters) goroutineSnapshot() Stats {
+	st := c.snapshot()
+	st.Idle = max(st.Uptime-time.Duration(c.busyNanos.Load()), 0)
+	return st
+}
+
 // uring is one event loop: a ring, its listener, its provided buffers and its
 // connections. Fields below "loop-owned" are touched only by the loop goroutine.
 type uring struct {
