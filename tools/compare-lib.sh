@@ -126,6 +126,13 @@ kafka_node() {
 # CPUREC: broker CPU microseconds per published record, from a run's JSON.
 CPUREC='(.broker.cpuSeconds / .publish.records * 1e6)'
 
+# cell NAME WORKLOAD FMT JQ: one summary.md cell, the median over the rounds of JQ printed
+# with FMT, then its min-max in parentheses.
+cell() {
+	# shellcheck disable=SC2059 # FMT is the caller's printf format for the median
+	printf "$3 (%s)" "$(med "$1" "$2" "$4")" "$(range "$1" "$2" "$4")"
+}
+
 # median_rows "WORKLOADS" "NAMES": a summary.md row per workload and name (label NAME gives
 # its column name): medians (min-max) over the rounds of the publish rate, the e2e p50, p99 and
 # p99.9, broker CPU per record, and the peak RSS (anonymous).
@@ -133,12 +140,10 @@ median_rows() {
 	local w name
 	for w in $1; do
 		for name in $2; do
-			printf '| %s | %s | %.0f (%s) | %.1f (%s) | %.1f (%s) | %.1f (%s) | %.2f (%s) | %.0f (%.0f) |\n' "$w" "$(label "$name")" \
-				"$(med "$name" "$w" .publish.recordsPerSec)" "$(range "$name" "$w" .publish.recordsPerSec)" \
-				"$(med "$name" "$w" .e2e.latency.p50Ms)" "$(range "$name" "$w" .e2e.latency.p50Ms)" \
-				"$(med "$name" "$w" .e2e.latency.p99Ms)" "$(range "$name" "$w" .e2e.latency.p99Ms)" \
-				"$(med "$name" "$w" '.e2e.latency."p99.9Ms"')" "$(range "$name" "$w" '.e2e.latency."p99.9Ms"')" \
-				"$(med "$name" "$w" "$CPUREC")" "$(range "$name" "$w" "$CPUREC")" \
+			printf '| %s | %s | %s | %s | %s | %s | %s | %.0f (%.0f) |\n' "$w" "$(label "$name")" \
+				"$(cell "$name" "$w" %.0f .publish.recordsPerSec)" "$(cell "$name" "$w" %.1f .e2e.latency.p50Ms)" \
+				"$(cell "$name" "$w" %.1f .e2e.latency.p99Ms)" "$(cell "$name" "$w" %.1f '.e2e.latency."p99.9Ms"')" \
+				"$(cell "$name" "$w" %.2f "$CPUREC")" \
 				"$(med "$name" "$w" '.broker.peakRssBytes / 1048576')" "$(med "$name" "$w" '(.broker.peakAnonRssBytes // 0) / 1048576')"
 		done
 	done
@@ -151,10 +156,9 @@ probe_rows() {
 	local w name
 	for w in $1; do
 		for name in $2; do
-			printf '| %s | %s | %.2f (%s) | %.2f (%s) | %.2f (%s) |\n' "$w" "$(label "$name")" \
-				"$(med "$name" "$w" .probe.latency.p50Ms)" "$(range "$name" "$w" .probe.latency.p50Ms)" \
-				"$(med "$name" "$w" .probe.latency.p99Ms)" "$(range "$name" "$w" .probe.latency.p99Ms)" \
-				"$(med "$name" "$w" '.probe.latency."p99.9Ms"')" "$(range "$name" "$w" '.probe.latency."p99.9Ms"')"
+			printf '| %s | %s | %s | %s | %s |\n' "$w" "$(label "$name")" \
+				"$(cell "$name" "$w" %.2f .probe.latency.p50Ms)" "$(cell "$name" "$w" %.2f .probe.latency.p99Ms)" \
+				"$(cell "$name" "$w" %.2f '.probe.latency."p99.9Ms"')"
 		done
 	done
 }
@@ -166,12 +170,10 @@ txn_rows() {
 	local w name
 	for w in $1; do
 		for name in $2; do
-			printf '| %s | %s | %.0f (%s) | %.1f (%s) | %.2f (%s) | %.2f (%s) | %.2f (%s) | %.0f |\n' "$w" "$(label "$name")" \
-				"$(med "$name" "$w" .publish.recordsPerSec)" "$(range "$name" "$w" .publish.recordsPerSec)" \
-				"$(med "$name" "$w" .transactions.commitsPerSec)" "$(range "$name" "$w" .transactions.commitsPerSec)" \
-				"$(med "$name" "$w" .transactions.commitLatency.p50Ms)" "$(range "$name" "$w" .transactions.commitLatency.p50Ms)" \
-				"$(med "$name" "$w" .transactions.commitLatency.p99Ms)" "$(range "$name" "$w" .transactions.commitLatency.p99Ms)" \
-				"$(med "$name" "$w" '.transactions.commitLatency."p99.9Ms"')" "$(range "$name" "$w" '.transactions.commitLatency."p99.9Ms"')" \
+			printf '| %s | %s | %s | %s | %s | %s | %s | %.0f |\n' "$w" "$(label "$name")" \
+				"$(cell "$name" "$w" %.0f .publish.recordsPerSec)" "$(cell "$name" "$w" %.1f .transactions.commitsPerSec)" \
+				"$(cell "$name" "$w" %.2f .transactions.commitLatency.p50Ms)" "$(cell "$name" "$w" %.2f .transactions.commitLatency.p99Ms)" \
+				"$(cell "$name" "$w" %.2f '.transactions.commitLatency."p99.9Ms"')" \
 				"$(med "$name" "$w" .transactions.aborted)"
 		done
 	done
