@@ -4,9 +4,9 @@ package broker
 //
 // Behavior: answers with the brokers, the cluster id, the controller and the requested topics (all
 // topics for a null list). A named unknown topic is created when the request allows it and
-// auto.create.topics.enable is set, with num.partitions and default.replication.factor; the
-// creation commits to the metadata log before the answer, so the answer already carries the new
-// partitions. Runs off the ring goroutine because auto-creation fsyncs the metadata log.
+// auto.create.topics.enable is set, with num.partitions and default.replication.factor, as
+// Kafka under KRaft: the creation is started, not awaited, and the topic is answered
+// UNKNOWN_TOPIC_OR_PARTITION until it exists (autocreate.go).
 // Authorization, as Kafka's: topics the principal may not DESCRIBE are left out of an
 // all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named (without their id, or
 // by id without their name); auto-creation needs CREATE on the cluster or on the topic
@@ -69,12 +69,7 @@ func handleMetadata(b *Broker, rc *reqCtx, r kmsg.Request) {
 			}
 		}
 		if len(toCreate) > 0 {
-			for i, res := range b.createTopics(toCreate, false) {
-				if res.err != nil && res.err != kerr.TopicAlreadyExists {
-					b.logger.Warn("auto-create topic", "topic", toCreate[i].name, "err", res.err.Message, "detail", res.message)
-				}
-			}
-			im = b.meta.Image()
+			b.autoCreate(toCreate)
 		}
 	}
 
@@ -145,6 +140,7 @@ func (b *Broker) requestedTopic(im *meta.Image, t kmsg.MetadataRequestTopic, des
 	topic := im.Topics[name]
 	if topic == nil {
 		mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		mt.IsInternal = isInternalTopic(name)
 		if validateTopicName(name) != "" {
 			mt.ErrorCode = kerr.InvalidTopicException.Code
 		}

@@ -50,6 +50,9 @@ type Broker struct {
 	// controllerMu serialises controller decisions (validate, then commit) so two CreateTopics
 	// cannot both pass validation for the same name.
 	controllerMu sync.Mutex
+	// autoCreates are the topics Metadata requests asked to create, created in the
+	// background (autocreate.go).
+	autoCreates autoCreator
 
 	// dyn is the configuration in force with the dynamic broker configs (live, dynconf.go);
 	// dynMu serialises its rebuilds.
