@@ -34,6 +34,8 @@ type Config struct {
 	Rings               int      // io.rings (ringbroker's own): 0 = one per core
 	SendZCThreshold     int      // io.send.zc.threshold.bytes (ringbroker's own)
 	PinCPUs             bool     // io.pin.cpus (ringbroker's own): pin each ring's thread to a CPU
+	SocketSendBuffer    int      // socket.send.buffer.bytes: -1 = the kernel's autotuning
+	SocketReceiveBuffer int      // socket.receive.buffer.bytes: -1 = the kernel's autotuning
 	// FetchSendfile (io.fetch.sendfile, ringbroker's own) writes Fetch record data with
 	// sendfile from the page cache instead of sendmsg from the mapped segment; off by default,
 	// as sendmsg costs less CPU on loopback (ring's BenchmarkSendFileVsMmap).
@@ -264,6 +266,15 @@ func atLeast(lo int64) intRule {
 func positiveOrUnbounded(n int64) error {
 	if n == 0 || n < -1 {
 		return fmt.Errorf("must be positive, or -1 for no bound")
+	}
+	return nil
+}
+
+// positiveOrOSDefault refuses 0 and values below -1, for socket buffer sizes where -1 leaves
+// the size to the operating system.
+func positiveOrOSDefault(n int64) error {
+	if n == 0 || n < -1 {
+		return fmt.Errorf("must be positive, or -1 for the operating system's default")
 	}
 	return nil
 }
@@ -630,8 +641,10 @@ var coreConfigDefs = []brokerConfigDef{
 	msDef("transaction.remove.expired.transaction.cleanup.interval.ms", kindInt, "3600000", func(c *Config) *time.Duration { return &c.TxnRemoveExpiredInterval }, atLeast(1),
 		"how often expired transactional ids are removed"),
 	ignoredDef("num.network.threads", kindInt),
-	ignoredDef("socket.send.buffer.bytes", kindInt),
-	ignoredDef("socket.receive.buffer.bytes", kindInt),
+	intDef("socket.send.buffer.bytes", kindInt, "4194304", func(c *Config) *int { return &c.SocketSendBuffer }, positiveOrOSDefault,
+		"SO_SNDBUF of client connections, -1 for the kernel's autotuning. Kafka's default is 102400; ringbroker's is 4 MiB, so a consumer's fetch response is handed to the kernel whole rather than as the consumer drains it (the max-throughput consumer fell behind half as far, BENCHMARKS.md). The kernel doubles the size and caps it at net.core.wmem_max; a cap is logged at start"),
+	intDef("socket.receive.buffer.bytes", kindInt, "-1", func(c *Config) *int { return &c.SocketReceiveBuffer }, positiveOrOSDefault,
+		"SO_RCVBUF of client connections, -1 for the kernel's autotuning. Kafka's default is 102400; ringbroker leaves the receive window to the kernel, which grows it for producers' large batches. The kernel doubles the size and caps it at net.core.rmem_max; a cap is logged at start"),
 	ignoredDef("num.recovery.threads.per.data.dir", kindInt),
 	ignoredDef("share.coordinator.state.topic.replication.factor", kindShort),
 	ignoredDef("share.coordinator.state.topic.min.isr", kindShort),

@@ -59,12 +59,14 @@ func rowNames(rows []kafkaConfigRow) []string {
 // ringbrokerDefaults are the Kafka keys ringbroker acts on whose default differs from Kafka's,
 // and why.
 var ringbrokerDefaults = map[string]string{
-	"node.id":                  "a node runs without any config file, as node 1 (Kafka requires node.id)",
-	"broker.id":                "broker.id is node.id",
-	"log.dir":                  "log.dir is log.dirs, ./data by default (Kafka's /tmp/kafka-logs is not used)",
-	"log.dirs":                 "a node runs without any config file, with its data in ./data",
-	"listeners":                "a node listens on loopback only unless told otherwise",
-	"queued.max.request.bytes": "ringbroker bounds the memory of queued requests (256 MiB) instead of their count (queued.max.requests)",
+	"node.id":                     "a node runs without any config file, as node 1 (Kafka requires node.id)",
+	"broker.id":                   "broker.id is node.id",
+	"log.dir":                     "log.dir is log.dirs, ./data by default (Kafka's /tmp/kafka-logs is not used)",
+	"log.dirs":                    "a node runs without any config file, with its data in ./data",
+	"listeners":                   "a node listens on loopback only unless told otherwise",
+	"queued.max.request.bytes":    "ringbroker bounds the memory of queued requests (256 MiB) instead of their count (queued.max.requests)",
+	"socket.send.buffer.bytes":    "4 MiB, so a consumer's fetch response is handed to the kernel whole (BENCHMARKS.md)",
+	"socket.receive.buffer.bytes": "the kernel's autotuning (-1), which grows the window for producers' large batches",
 }
 
 // TestKafkaBrokerKeys checks kafkaBrokerKeys against Kafka 4.1.1's own list of broker keys

@@ -36,9 +36,24 @@ type npServer struct {
 }
 
 func listenNetpoll(cfg Config, h Handler) (*npServer, error) {
-	ln, err := net.Listen("tcp", cfg.Addr)
+	var capped []string
+	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+		var err error
+		if cerr := rc.Control(func(fd uintptr) {
+			if err = setSocketBuffers(int(fd), cfg.SocketBuffers); err == nil {
+				capped = cappedSocketBuffers(int(fd), cfg.SocketBuffers)
+			}
+		}); cerr != nil {
+			return cerr
+		}
+		return err
+	}}
+	ln, err := lc.Listen(context.Background(), "tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %q: %w", cfg.Addr, err)
+	}
+	for _, c := range capped {
+		cfg.Logger.Warn("ring: socket buffer capped", "addr", ln.Addr(), "detail", c)
 	}
 	s := &npServer{
 		st:   ringCounters{start: time.Now()},

@@ -121,6 +121,16 @@ type Config struct {
 	// HandshakeTimeout bounds a TLS handshake from accept to its end; a connection that has
 	// not finished by then is closed unseen by the handler. 0 means 10 s.
 	HandshakeTimeout time.Duration
+	// SocketBuffers are the SO_SNDBUF and SO_RCVBUF of the accepted connections.
+	SocketBuffers SocketBuffers
+}
+
+// SocketBuffers sizes the kernel's socket buffers of accepted connections, as Kafka's
+// socket.send.buffer.bytes and socket.receive.buffer.bytes do. They are set on the listening
+// sockets, which accepted connections inherit them from. 0 leaves a direction to the kernel's
+// autotuning; the kernel doubles a size and caps it at net.core.wmem_max / rmem_max.
+type SocketBuffers struct {
+	Send, Receive int
 }
 
 // Defaults and bounds of Config.
@@ -172,6 +182,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.SocketBuffers.Send < 0 || cfg.SocketBuffers.Receive < 0 {
+		return cfg, fmt.Errorf("ring config: SocketBuffers=%+v; want 0 (the kernel's autotuning) or more", cfg.SocketBuffers)
 	}
 	switch {
 	case cfg.HandshakeTimeout < 0:

@@ -27,7 +27,7 @@ const listenBacklog = 4096
 // then answers clients from other metadata), where a plain listener fails to bind.
 // So once bound, the sockets must be the only listeners on the port (checkSoleListener),
 // or the address is refused as in use, as Kafka's own bind would be.
-func listenSockets(addr string, n int) ([]int, *net.TCPAddr, error) {
+func listenSockets(addr string, n int, bufs SocketBuffers) ([]int, *net.TCPAddr, error) {
 	ta, err := net.ResolveTCPAddr("tcp", addr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("resolve listen address %q: %w", addr, err)
@@ -40,7 +40,7 @@ func listenSockets(addr string, n int) ([]int, *net.TCPAddr, error) {
 	}
 	var bound *net.TCPAddr
 	for i := range n {
-		fd, local, err := listenSocket(ta)
+		fd, local, err := listenSocket(ta, bufs)
 		if err != nil {
 			closeAll()
 			return nil, nil, fmt.Errorf("listen socket %d of %d on %s: %w", i+1, n, ta, err)
@@ -139,21 +139,21 @@ func parseListeners(table []byte) []listener {
 
 // listenSocket opens one SO_REUSEPORT listening socket on ta: IPv4 for a v4
 // address, dual-stack IPv6 for an unspecified one (IPv4 if the host has no IPv6).
-func listenSocket(ta *net.TCPAddr) (int, *net.TCPAddr, error) {
+func listenSocket(ta *net.TCPAddr, bufs SocketBuffers) (int, *net.TCPAddr, error) {
 	if ta.IP == nil || ta.IP.IsUnspecified() && ta.IP.To4() == nil {
-		fd, local, err := listenSocketFamily(unix.AF_INET6, ta)
+		fd, local, err := listenSocketFamily(unix.AF_INET6, ta, bufs)
 		if !errors.Is(err, unix.EAFNOSUPPORT) {
 			return fd, local, err
 		}
-		return listenSocketFamily(unix.AF_INET, &net.TCPAddr{IP: net.IPv4zero, Port: ta.Port})
+		return listenSocketFamily(unix.AF_INET, &net.TCPAddr{IP: net.IPv4zero, Port: ta.Port}, bufs)
 	}
 	if ta.IP.To4() != nil {
-		return listenSocketFamily(unix.AF_INET, ta)
+		return listenSocketFamily(unix.AF_INET, ta, bufs)
 	}
-	return listenSocketFamily(unix.AF_INET6, ta)
+	return listenSocketFamily(unix.AF_INET6, ta, bufs)
 }
 
-func listenSocketFamily(family int, ta *net.TCPAddr) (int, *net.TCPAddr, error) {
+func listenSocketFamily(family int, ta *net.TCPAddr, bufs SocketBuffers) (int, *net.TCPAddr, error) {
 	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
 	if err != nil {
 		return -1, nil, fmt.Errorf("socket: %w", err)
@@ -167,6 +167,9 @@ func listenSocketFamily(family int, ta *net.TCPAddr) (int, *net.TCPAddr, error) 
 	}
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
 		return fail("set SO_REUSEPORT", err)
+	}
+	if err := setSocketBuffers(fd, bufs); err != nil {
+		return fail("size socket buffers", err)
 	}
 	var sa unix.Sockaddr
 	if family == unix.AF_INET {
@@ -217,4 +220,43 @@ func sockaddrToTCP(sa unix.Sockaddr) *net.TCPAddr {
 	default:
 		return &net.TCPAddr{}
 	}
+}
+
+// setSocketBuffers sets fd's SO_SNDBUF and SO_RCVBUF where bufs gives a size. On a listening
+// socket this happens before listen, as a receive buffer must for the TCP window scale it
+// implies, and accepted connections inherit both.
+func setSocketBuffers(fd int, bufs SocketBuffers) error {
+	if bufs.Send > 0 {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, bufs.Send); err != nil {
+			return fmt.Errorf("set SO_SNDBUF %d: %w", bufs.Send, err)
+		}
+	}
+	if bufs.Receive > 0 {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, bufs.Receive); err != nil {
+			return fmt.Errorf("set SO_RCVBUF %d: %w", bufs.Receive, err)
+		}
+	}
+	return nil
+}
+
+// cappedSocketBuffers describes the sizes of bufs the kernel capped on fd, for a warning at
+// start: it grants twice a size asked for, up to twice net.core.wmem_max or rmem_max.
+func cappedSocketBuffers(fd int, bufs SocketBuffers) []string {
+	var capped []string
+	for _, b := range []struct {
+		name, limit string
+		opt, asked  int
+	}{
+		{"SO_SNDBUF", "net.core.wmem_max", unix.SO_SNDBUF, bufs.Send},
+		{"SO_RCVBUF", "net.core.rmem_max", unix.SO_RCVBUF, bufs.Receive},
+	} {
+		if b.asked <= 0 {
+			continue
+		}
+		got, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, b.opt)
+		if err == nil && got < 2*b.asked {
+			capped = append(capped, fmt.Sprintf("%s of %d bytes is capped by %s at %d", b.name, b.asked, b.limit, got/2))
+		}
+	}
+	return capped
 }

@@ -4,8 +4,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
+	"os"
+	"strconv"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -41,17 +45,17 @@ func TestListenRefusesSharedPort(t *testing.T) {
 // TestListenSocketsOtherAddress binds the port of a listener group on another loopback
 // address: the addresses do not overlap, so it is allowed, as it is without SO_REUSEPORT.
 func TestListenSocketsOtherAddress(t *testing.T) {
-	fds, bound, err := listenSockets("127.0.0.1:0", 2)
+	fds, bound, err := listenSockets("127.0.0.1:0", 2, SocketBuffers{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer closeFDs(fds)
-	other, _, err := listenSockets(fmt.Sprintf("127.0.0.2:%d", bound.Port), 2)
+	other, _, err := listenSockets(fmt.Sprintf("127.0.0.2:%d", bound.Port), 2, SocketBuffers{})
 	if err != nil {
 		t.Fatalf("listen on 127.0.0.2:%d beside 127.0.0.1: %v", bound.Port, err)
 	}
 	closeFDs(other)
-	if _, _, err := listenSockets(fmt.Sprintf("0.0.0.0:%d", bound.Port), 1); !errors.Is(err, unix.EADDRINUSE) {
+	if _, _, err := listenSockets(fmt.Sprintf("0.0.0.0:%d", bound.Port), 1, SocketBuffers{}); !errors.Is(err, unix.EADDRINUSE) {
 		t.Fatalf("listen on 0.0.0.0:%d over 127.0.0.1: %v, want EADDRINUSE", bound.Port, err)
 	}
 }
@@ -97,4 +101,72 @@ func TestParseListeners(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("parseListeners = %v, want %v", got, want)
 	}
+}
+
+// TestSocketBuffers: connections a server accepts have the SO_SNDBUF and SO_RCVBUF its config
+// gives (the kernel reports twice a size), on both backends; with none given they keep the
+// kernel's autotuned sizes.
+func TestSocketBuffers(t *testing.T) {
+	const send, recv = 64 << 10, 256 << 10
+	for _, be := range backends {
+		t.Run(string(be), func(t *testing.T) {
+			s := startServer(t, Config{Backend: be, Rings: 2, SocketBuffers: SocketBuffers{Send: send, Receive: recv}}, newEchoHandler(t))
+			plain := startServer(t, Config{Backend: be, Rings: 2}, newEchoHandler(t))
+			for _, c := range []struct {
+				srv        *Server
+				send, recv int
+			}{{s, 2 * send, 2 * recv}, {plain, 0, 0}} {
+				cl := dial(t, c.srv)
+				fd := acceptedFD(t, cl.LocalAddr().(*net.TCPAddr))
+				gotSend, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF)
+				if err != nil {
+					t.Fatal(err)
+				}
+				gotRecv, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c.send == 0 {
+					// The kernel sizes them: the send buffer from the connection's MSS (megabytes
+					// on loopback), the receive buffer from net.ipv4.tcp_rmem (128 KiB here).
+					if gotSend == 2*send || gotRecv == 2*recv {
+						t.Fatalf("unset buffers: SO_SNDBUF %d, SO_RCVBUF %d; want the kernel's own sizes", gotSend, gotRecv)
+					}
+					continue
+				}
+				if gotSend != c.send || gotRecv != c.recv {
+					t.Fatalf("accepted connection: SO_SNDBUF %d, SO_RCVBUF %d; want %d, %d", gotSend, gotRecv, c.send, c.recv)
+				}
+			}
+		})
+	}
+}
+
+// acceptedFD finds, among this process's descriptors, the server side of the loopback
+// connection whose client end is at client.
+func acceptedFD(t *testing.T, client *net.TCPAddr) int {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		entries, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			fd, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			peer, err := unix.Getpeername(fd)
+			if err != nil {
+				continue
+			}
+			if a := sockaddrToTCP(peer); a.Port == client.Port && a.IP.Equal(client.IP) {
+				return fd
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no accepted connection from %s", client)
+	return -1
 }

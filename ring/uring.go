@@ -88,9 +88,12 @@ func listenUring(cfg Config, h Handler) (*uringServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errUnavailable, err)
 	}
-	fds, bound, err := listenSockets(cfg.Addr, cfg.Rings)
+	fds, bound, err := listenSockets(cfg.Addr, cfg.Rings, cfg.SocketBuffers)
 	if err != nil {
 		return nil, err
+	}
+	for _, c := range cappedSocketBuffers(fds[0], cfg.SocketBuffers) {
+		cfg.Logger.Warn("ring: socket buffer capped", "addr", bound, "detail", c)
 	}
 	s := &uringServer{h: h, log: cfg.Logger, bound: bound}
 	if cfg.TLS != nil {
