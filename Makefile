@@ -30,7 +30,7 @@ COMPARE_OUT          ?= results/compare-$(shell date +%Y%m%d-%H%M%S)
 UNIT_PKGS = $(shell $(GO) list -e ./... 2>/dev/null | grep -v '/e2e$$')
 
 .NOTPARALLEL:
-.PHONY: all build run test unit e2e chaos bench compare compare-cluster profile fuzz-short vet deps deps-go deps-kcat deps-kafka deps-systemd dist clean
+.PHONY: all build run test unit e2e chaos bench compare compare-cluster profile kafka-go-suite fuzz-short vet deps deps-go deps-kcat deps-kafka deps-systemd dist clean
 
 all: build
 
@@ -82,6 +82,11 @@ e2e:
 # CHAOS_FAULTS faults (200 unless set), CHAOS_SEED to repeat a run, CHAOS_NET=proxy without namespaces.
 chaos: build deps-kafka
 	CHAOS_FAULTS=$${CHAOS_FAULTS:-200} E2E_BROKER=$(E2E_BROKER) $(GO) test $(GOLDFLAGS) -count=1 -timeout 120m -run '^TestChaos$$' -v ./e2e/
+
+# segmentio/kafka-go's own test suite against BROKER=uring|netpoll|kafka on ports 9092-9094
+# (about 4 minutes; not part of `make test`); see tools/kafka-go-suite.sh.
+kafka-go-suite: build deps-kafka
+	tools/kafka-go-suite.sh
 
 bench:
 	@pkgs="$(UNIT_PKGS)"; if [ -z "$$pkgs" ]; then echo "bench: no packages"; exit 0; fi; \
