@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -169,4 +170,32 @@ func acceptedFD(t *testing.T, client *net.TCPAddr) int {
 	}
 	t.Fatalf("no accepted connection from %s", client)
 	return -1
+}
+
+// TestSocketBuffersCapped: a size above net.core.wmem_max / rmem_max is granted only up to
+// that, and cappedSocketBuffers names it for the warning at start; a size below is not named.
+func TestSocketBuffersCapped(t *testing.T) {
+	readMax := func(name string) int {
+		b, err := os.ReadFile("/proc/sys/net/core/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	wmax, rmax := readMax("wmem_max"), readMax("rmem_max")
+	bufs := SocketBuffers{Send: 2 * wmax, Receive: rmax / 2}
+	fds, _, err := listenSockets("127.0.0.1:0", 1, bufs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeFDs(fds)
+	capped := cappedSocketBuffers(fds[0], bufs)
+	want := fmt.Sprintf("SO_SNDBUF of %d bytes is capped by net.core.wmem_max at %d", 2*wmax, wmax)
+	if len(capped) != 1 || capped[0] != want {
+		t.Fatalf("capped: %q; want only %q", capped, want)
+	}
 }
