@@ -262,21 +262,15 @@ func atLeast(lo int64) intRule {
 	}
 }
 
-// positiveOrUnbounded refuses 0 and values below -1, for keys where -1 means no bound.
-func positiveOrUnbounded(n int64) error {
-	if n == 0 || n < -1 {
-		return fmt.Errorf("must be positive, or -1 for no bound")
+// positiveOrMinusOne refuses 0 and values below -1, for keys where -1 has the meaning given
+// (no bound; the operating system's default), which the error names.
+func positiveOrMinusOne(meaning string) intRule {
+	return func(n int64) error {
+		if n == 0 || n < -1 {
+			return fmt.Errorf("must be positive, or -1 for %s", meaning)
+		}
+		return nil
 	}
-	return nil
-}
-
-// positiveOrOSDefault refuses 0 and values below -1, for socket buffer sizes where -1 leaves
-// the size to the operating system.
-func positiveOrOSDefault(n int64) error {
-	if n == 0 || n < -1 {
-		return fmt.Errorf("must be positive, or -1 for the operating system's default")
-	}
-	return nil
 }
 
 // parseInt parses an integer of bits bits and checks it with rule, if not nil.
@@ -485,7 +479,7 @@ var coreConfigDefs = []brokerConfigDef{
 		"allow DeleteTopics"),
 	intDef("socket.request.max.bytes", kindInt, "104857600", func(c *Config) *int { return &c.SocketRequestMax }, nil,
 		"the largest request frame; a larger one closes the connection"),
-	intDef("queued.max.request.bytes", kindLong, "268435456", func(c *Config) *int64 { return &c.QueuedMaxRequestBytes }, positiveOrUnbounded,
+	intDef("queued.max.request.bytes", kindLong, "268435456", func(c *Config) *int64 { return &c.QueuedMaxRequestBytes }, positiveOrMinusOne("no bound"),
 		"the memory for requests read and not yet answered, over all connections; a connection that needs memory stops reading until some returns. -1 is unbounded, Kafka's default"),
 	intDef("num.io.threads", kindInt, "8", func(c *Config) *int { return &c.NumIOThreads }, inRange(1, 1024),
 		"handler workers, spread over the rings"),
@@ -641,9 +635,9 @@ var coreConfigDefs = []brokerConfigDef{
 	msDef("transaction.remove.expired.transaction.cleanup.interval.ms", kindInt, "3600000", func(c *Config) *time.Duration { return &c.TxnRemoveExpiredInterval }, atLeast(1),
 		"how often expired transactional ids are removed"),
 	ignoredDef("num.network.threads", kindInt),
-	intDef("socket.send.buffer.bytes", kindInt, "4194304", func(c *Config) *int { return &c.SocketSendBuffer }, positiveOrOSDefault,
+	intDef("socket.send.buffer.bytes", kindInt, "4194304", func(c *Config) *int { return &c.SocketSendBuffer }, positiveOrMinusOne("the operating system's default"),
 		"SO_SNDBUF of client connections, -1 for the kernel's autotuning. Kafka's default is 102400; ringbroker's is 4 MiB, so a consumer's fetch response is handed to the kernel whole rather than as the consumer drains it (the max-throughput consumer fell behind half as far, BENCHMARKS.md). The kernel doubles the size and caps it at net.core.wmem_max; a cap is logged at start"),
-	intDef("socket.receive.buffer.bytes", kindInt, "-1", func(c *Config) *int { return &c.SocketReceiveBuffer }, positiveOrOSDefault,
+	intDef("socket.receive.buffer.bytes", kindInt, "-1", func(c *Config) *int { return &c.SocketReceiveBuffer }, positiveOrMinusOne("the operating system's default"),
 		"SO_RCVBUF of client connections, -1 for the kernel's autotuning. Kafka's default is 102400; ringbroker leaves the receive window to the kernel, which grows it for producers' large batches. The kernel doubles the size and caps it at net.core.rmem_max; a cap is logged at start"),
 	ignoredDef("num.recovery.threads.per.data.dir", kindInt),
 	ignoredDef("share.coordinator.state.topic.replication.factor", kindShort),
