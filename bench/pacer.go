@@ -44,9 +44,13 @@ func (SystemClock) SleepUntil(ctx context.Context, t time.Time) error {
 // Next returns the overdue times at once instead of shifting the schedule, so
 // latency measured from the intended time includes the stall (no coordinated
 // omission). A rate of 0 means unpaced: each message is due when asked for.
+// SetRate changes the rate mid-schedule, for a run that searches for the
+// highest rate its consumers sustain.
 type Pacer struct {
 	clock Clock
+	// start is when message base is due; the schedule counts from there.
 	start time.Time
+	base  uint64
 	// interval is 1/rate in nanoseconds, as a float so that rates that do not
 	// divide a second evenly do not drift; 0 when unpaced.
 	interval float64
@@ -67,22 +71,42 @@ func NewPacer(clock Clock, start time.Time, rate float64) (*Pacer, error) {
 	return p, nil
 }
 
-// Intended returns when message i is due. For an unpaced pacer it is start.
-func (p *Pacer) Intended(i uint64) time.Time {
-	return p.start.Add(time.Duration(float64(i) * p.interval))
+// SetRate changes the rate from the next message on: that message stays due
+// when it was due at the old rate (now, if the pacer was unpaced), the ones
+// after it 1/rate apart. A sender behind schedule stays behind by as much, so
+// a lower rate does not forgive a stall. rate 0 makes the pacer unpaced.
+func (p *Pacer) SetRate(rate float64) error {
+	if math.IsNaN(rate) || math.IsInf(rate, 0) || rate < 0 {
+		return fmt.Errorf("pacer: set rate %v; want >= 0", rate)
+	}
+	at := p.clock.Now()
+	if p.interval > 0 {
+		at = p.Intended(p.next)
+	}
+	p.start, p.base, p.interval = at, p.next, 0
+	if rate > 0 {
+		p.interval = 1e9 / rate
+	}
+	return nil
 }
 
-// Due returns how many messages are due strictly before t: the number a
-// sender that kept up would have sent by t.
+// Intended returns when message i (not before the last SetRate) is due. For an
+// unpaced pacer it is the start of its schedule.
+func (p *Pacer) Intended(i uint64) time.Time {
+	return p.start.Add(time.Duration(float64(i-p.base) * p.interval))
+}
+
+// Due returns how many messages are due strictly before t (not before the last
+// SetRate): the number a sender that kept up would have sent by t.
 func (p *Pacer) Due(t time.Time) uint64 {
 	d := t.Sub(p.start)
 	if d <= 0 {
-		return 0
+		return p.base
 	}
 	if p.interval == 0 {
 		return p.next
 	}
-	return uint64(math.Ceil(float64(d) / p.interval))
+	return p.base + uint64(math.Ceil(float64(d)/p.interval))
 }
 
 // Sent returns how many intended times Next has handed out.

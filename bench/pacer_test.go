@@ -142,6 +142,72 @@ func TestPacerUnpaced(t *testing.T) {
 	}
 }
 
+// TestPacerSetRate checks a rate change mid-schedule: the next message keeps the
+// time it had, the ones after follow the new rate, a sender behind schedule
+// stays behind, and an unpaced pacer starts its schedule at the clock's now.
+func TestPacerSetRate(t *testing.T) {
+	clk := &fakeClock{now: t0}
+	p, err := NewPacer(clk, t0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	next := func() time.Duration {
+		t.Helper()
+		got, err := p.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.Sub(t0)
+	}
+	for range 3 {
+		next() // 0, 1, 2 ms
+	}
+	if err := p.SetRate(100); err != nil {
+		t.Fatal(err)
+	}
+	// Message 3 was due at 3 ms and stays so; then one every 10 ms.
+	for _, want := range []time.Duration{3, 13, 23} {
+		if got := next(); got != want*time.Millisecond {
+			t.Fatalf("after SetRate(100): message at %v, want %v ms", got, want)
+		}
+	}
+	if got := p.Due(t0.Add(33 * time.Millisecond)); got != 6 {
+		t.Fatalf("Due(33ms) = %d, want 6 (0-2 at 1000/s, 3, 13, 23 at 100/s)", got)
+	}
+	// Behind schedule at 100 ms, then faster: the overdue message keeps its time.
+	clk.now = t0.Add(100 * time.Millisecond)
+	if err := p.SetRate(2000); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []time.Duration{33_000, 33_500, 34_000} {
+		if got := next(); got != want*time.Microsecond {
+			t.Fatalf("after SetRate(2000) while behind: message at %v, want %v µs", got, want)
+		}
+	}
+	// Unpaced, then paced: the schedule starts at the clock's now.
+	u, err := NewPacer(clk, t0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := u.Next(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk.now = t0.Add(time.Second)
+	if err := u.SetRate(10); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []time.Duration{1000, 1100} {
+		got, err := u.Next(ctx)
+		if err != nil || got.Sub(t0) != want*time.Millisecond {
+			t.Fatalf("unpaced then 10/s: message at %v (%v), want %v ms", got.Sub(t0), err, want)
+		}
+	}
+	if err := u.SetRate(-1); err == nil {
+		t.Fatal("SetRate(-1) succeeded, want an error")
+	}
+}
+
 func TestPacerCancel(t *testing.T) {
 	clk := &fakeClock{now: t0}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -98,8 +98,15 @@ func (p *progress) finish(out io.Writer, live bool) {
 func WriteReport(out io.Writer, r *Result) error {
 	w := r.Workload
 	rate := "max"
-	if w.ProducerRate > 0 {
+	switch {
+	case w.ProducerRate > 0:
 		rate = fmt.Sprintf("%g rec/s", w.ProducerRate)
+	case r.RateSearch != nil && len(r.RateSearch.Targets) > 0:
+		t := r.RateSearch.Targets
+		rate = fmt.Sprintf("the highest rate the consumers sustain (searched every %v, last target %.0f rec/s)",
+			time.Duration(r.RateSearch.Period), t[len(t)-1])
+	case r.RateSearch != nil:
+		rate = "the highest rate the consumers sustain (the search never started: nothing consumed)"
 	}
 	fmt.Fprintf(out, "%s on %s (%s), started %s\n", w.Name, r.Label, r.Bootstrap, r.Start.Format(time.RFC3339))
 	txns := ""

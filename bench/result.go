@@ -43,11 +43,24 @@ type Result struct {
 	// Probe times a request round trip taken beside the workload; nil when the run sent no
 	// probes.
 	Probe *ProbeStats `json:"probe,omitempty"`
+	// RateSearch lists the targets of the search for the highest rate the consumers sustain;
+	// nil unless the workload's producerRate is 0 and the run searched (RateController).
+	RateSearch *RateSearch `json:"rateSearch,omitempty"`
 	// Unsent counts records the schedule called for by the end of the measured
 	// period that the producers never got to send: the system could not keep the rate.
 	Unsent uint64 `json:"unsent"`
 	// Broker holds resource figures of the broker process, when known.
 	Broker *BrokerUsage `json:"broker,omitempty"`
+}
+
+// RateSearch is how a run of producerRate 0 searched for the highest rate its consumers
+// sustain.
+type RateSearch struct {
+	// Period is how often the target was set.
+	Period Duration `json:"period"`
+	// Targets are the total rates set, in records/s, one a period from the consumers' first
+	// records, warmup included.
+	Targets []float64 `json:"targets"`
 }
 
 // Stats summarizes one side (publish or end-to-end) of a run.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	mrand "math/rand/v2"
 	"strconv"
 	"strings"
@@ -50,6 +51,10 @@ type Options struct {
 	// ProbeInterval is how often the run times a request round trip of its own (Probe in the
 	// result); 0 sends none.
 	ProbeInterval time.Duration
+	// Unthrottled makes a workload of producerRate 0 produce as fast as the clients can,
+	// whether or not its consumers keep up, instead of searching for the highest rate they
+	// sustain (RateController): the producers' ceiling.
+	Unthrottled bool
 	// Logger receives setup and teardown events; nil discards them.
 	Logger *slog.Logger
 }
@@ -168,7 +173,15 @@ type runner struct {
 	txn side
 	// probe holds the round trips of the probe requests (probe.go); its errors count the
 	// failed ones.
-	probe    side
+	probe side
+	// search, when the run looks for the highest rate its consumers sustain, sets target (the
+	// float64 bits of the total rate in records/s) once a period and bumps targetSeq, which
+	// tells the producers to re-pace; searched lists the targets.
+	search    *RateController
+	target    atomic.Uint64
+	targetSeq atomic.Uint64
+	searched  []float64
+
 	foreign  atomic.Uint64 // consumed records without a plausible stamp
 	unsent   atomic.Uint64
 	firstErr atomic.Pointer[string]
@@ -221,6 +234,10 @@ func newRunner(opts Options) (*runner, error) {
 		return nil, fmt.Errorf("run: topic id: %w", err)
 	}
 	r := &runner{opts: opts, w: w, log: log, payload: payload}
+	if w.ProducerRate == 0 && w.ConsumerPerSubscription > 0 && w.TransactionSize == 0 && !opts.Unthrottled {
+		r.search = NewRateController()
+		r.target.Store(math.Float64bits(r.search.Rate()))
+	}
 	for i := range w.Topics {
 		r.topics = append(r.topics, fmt.Sprintf("%s-%s-%s-%d", opts.TopicPrefix, w.Name, hex.EncodeToString(id[:]), i))
 	}
@@ -311,6 +328,10 @@ func (r *runner) run(ctx context.Context) (res *Result, err error) {
 	if r.opts.ProbeInterval > 0 {
 		probeWG.Go(func() { r.runProbe(probeCtx, r.opts.ProbeInterval) })
 	}
+	if r.search != nil {
+		// Stopped with the probe, when the producers are done.
+		probeWG.Go(func() { r.searchRate(probeCtx) })
+	}
 
 	// Producers stop at the first intended time past the end; sendGrace only
 	// stops those still behind schedule, and lets a late timer wake-up finish.
@@ -381,6 +402,9 @@ func (r *runner) result(usage *BrokerUsage) *Result {
 		commits := r.txn.snapshot(true)
 		s := NewTxnStats(&commits, r.txn.errors.Load(), d)
 		res.Transactions = &s
+	}
+	if r.search != nil {
+		res.RateSearch = &RateSearch{Period: Duration(ratePeriod), Targets: r.searched}
 	}
 	if r.opts.ProbeInterval > 0 {
 		probes := r.probe.snapshot(true)
@@ -510,8 +534,17 @@ func (r *runner) produce(sendCtx, abortCtx context.Context, p producer) {
 	rng := mrand.New(mrand.NewPCG(mrand.Uint64(), uint64(p.index)))
 	keyIdx := rng.IntN(RoundRobinKeys)
 	promise := func(rec *kgo.Record, err error) { r.onAck(rec, err) }
-	var sent uint64
+	var sent, seq uint64
 	for {
+		if r.search != nil {
+			if s := r.targetSeq.Load(); s != seq {
+				seq = s
+				if err := pacer.SetRate(r.producerRate()); err != nil {
+					r.noteErr("pacer", err)
+					return
+				}
+			}
+		}
 		intended, err := pacer.Next(sendCtx)
 		if err != nil || !intended.Before(r.end) {
 			break
@@ -531,7 +564,7 @@ func (r *runner) produce(sendCtx, abortCtx context.Context, p producer) {
 		p.cl.Produce(abortCtx, rec, promise)
 		sent++
 	}
-	if w.ProducerRate > 0 {
+	if w.ProducerRate > 0 || r.search != nil {
 		if due := pacer.Due(r.end); due > sent {
 			r.unsent.Add(due - sent)
 		}
@@ -541,13 +574,56 @@ func (r *runner) produce(sendCtx, abortCtx context.Context, p producer) {
 // pacerFor returns p's share of the workload's schedule, staggered by its index so that the
 // producers' records interleave.
 func (r *runner) pacerFor(p producer) (*Pacer, error) {
-	w := r.w
-	rate := w.ProducerRate / float64(w.Topics*w.ProducersPerTopic)
-	offset := time.Duration(0)
-	if w.ProducerRate > 0 {
-		offset = time.Duration(float64(p.index) / w.ProducerRate * 1e9)
+	total := r.w.ProducerRate
+	if r.search != nil {
+		total = math.Float64frombits(r.target.Load())
 	}
-	return NewPacer(SystemClock{}, r.start.Add(offset), rate)
+	offset := time.Duration(0)
+	if total > 0 {
+		offset = time.Duration(float64(p.index) / total * 1e9)
+	}
+	return NewPacer(SystemClock{}, r.start.Add(offset), r.producerRate())
+}
+
+// producerRate is one producer's share of the rate: the workload's, or the search's current
+// target.
+func (r *runner) producerRate() float64 {
+	total := r.w.ProducerRate
+	if r.search != nil {
+		total = math.Float64frombits(r.target.Load())
+	}
+	return total / float64(r.w.Topics*r.w.ProducersPerTopic)
+}
+
+// ratePeriod is how often the search for the sustainable rate sets a new target.
+const ratePeriod = time.Second
+
+// searchRate feeds the rate search once a period until ctx ends. It starts once the
+// consumers have read their first records, so their start-up does not count as lag.
+func (r *runner) searchRate(ctx context.Context) {
+	tick := time.NewTicker(ratePeriod)
+	defer tick.Stop()
+	var lastAt time.Time
+	var lastPub, lastE2E uint64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			pub, e2e := r.pub.records.Load(), r.e2e.records.Load()
+			if e2e == 0 {
+				continue
+			}
+			if !lastAt.IsZero() {
+				next := r.search.Next(RatePeriod{Length: now.Sub(lastAt), Published: pub - lastPub,
+					Consumed: e2e - lastE2E, Backlog: int64(pub) - int64(e2e)})
+				r.target.Store(math.Float64bits(next))
+				r.targetSeq.Add(1)
+				r.searched = append(r.searched, math.Round(next))
+			}
+			lastAt, lastPub, lastE2E = now, pub, e2e
+		}
+	}
 }
 
 // onAck records a produce outcome and recycles the record.

@@ -122,7 +122,7 @@ func testRunMaxRate(t *testing.T, b *brokertest.Broker) {
 	w.Acks = "1"
 	w.Compression = "lz4"
 	w.WarmupDuration = 0
-	w.TestDuration = Duration(time.Second)
+	w.TestDuration = Duration(4 * time.Second)
 	res, err := Run(context.Background(), Options{Bootstrap: []string{b.Addr}, Workload: w, Label: "ringbroker"})
 	if err != nil {
 		t.Fatal(err)
@@ -135,6 +135,33 @@ func testRunMaxRate(t *testing.T, b *brokertest.Broker) {
 	}
 	if res.Probe != nil {
 		t.Fatalf("probe %+v reported without ProbeInterval", res.Probe)
+	}
+	// The search set a target a second from the consumers' first records on, and the
+	// producers followed the targets.
+	s := res.RateSearch
+	if s == nil || time.Duration(s.Period) != ratePeriod || len(s.Targets) < 2 {
+		t.Fatalf("rate search %+v, want targets every %v, at least 2 in 4 s", s, ratePeriod)
+	}
+	lo, hi := float64(InitialSearchRate), float64(InitialSearchRate)
+	for _, v := range s.Targets {
+		if v < minSearchRate {
+			t.Fatalf("target %v under the floor %v: %v", v, minSearchRate, s.Targets)
+		}
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	if got := res.Publish.RecordsPerSec; got < 0.5*lo || got > 1.1*hi {
+		t.Fatalf("published %.0f rec/s, outside the targets %.0f-%.0f: %v", got, lo, hi, s.Targets)
+	}
+
+	// Unthrottled: no search, the producers as fast as they can.
+	w.TestDuration = Duration(time.Second)
+	res, err = Run(context.Background(), Options{Bootstrap: []string{b.Addr}, Workload: w, Label: "ringbroker", Unthrottled: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RateSearch != nil || res.Publish.Records < 100 || res.Publish.Errors != 0 || res.E2E.Records != res.Publish.Records {
+		t.Fatalf("unthrottled: search %+v, published %d (errors %d), consumed %d; want no search, >= 100 published, all consumed",
+			res.RateSearch, res.Publish.Records, res.Publish.Errors, res.E2E.Records)
 	}
 }
 

@@ -88,7 +88,9 @@ type Workload struct {
 	// partitions are split among them. 0 disables end-to-end measurement.
 	ConsumerPerSubscription int `yaml:"consumerPerSubscription" json:"consumerPerSubscription"`
 	// ProducerRate is the total target rate in records per second over all
-	// producers; 0 produces as fast as the client can.
+	// producers; 0 is the highest rate the consumers sustain, searched during the run
+	// (RateController), or as fast as the clients can when there are no consumers or
+	// the workload is transactional.
 	ProducerRate float64 `yaml:"producerRate" json:"producerRate"`
 	// Acks is "0", "1" or "all"; default "all".
 	Acks string `yaml:"acks" json:"acks"`

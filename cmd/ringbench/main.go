@@ -116,7 +116,8 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, tty bo
 		label        = fs.String("label", "", "name of the system under test in results (default: the bootstrap address)")
 		duration     = fs.Duration("duration", 0, "override the workload's testDuration")
 		warmup       = fs.Duration("warmup", -1, "override the workload's warmupDuration")
-		rate         = fs.Float64("rate", -1, "override the workload's producerRate in records/s (0 = max)")
+		rate         = fs.Float64("rate", -1, "override the workload's producerRate in records/s (0 = the highest rate the consumers sustain, searched as the run goes)")
+		unthrottled  = fs.Bool("unthrottled", false, "with producerRate 0, produce as fast as the clients can whether or not the consumers keep up (the producers' ceiling)")
 		jsonOut      = fs.String("json", "", "write the result as JSON to this file")
 		brokerPIDs   = fs.String("broker-pid", "", "comma-separated pids of local broker processes (a cluster's nodes) to sample for CPU and peak RSS, summed")
 		prefix       = fs.String("topic-prefix", "ringbench", "prefix of the topics the run creates")
@@ -182,6 +183,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer, tty bo
 		ProgressInterval: *interval,
 		BrokerPIDs:       pids,
 		ProbeInterval:    *probe,
+		Unthrottled:      *unthrottled,
 		Logger:           slog.New(slog.NewTextHandler(stderr, nil)),
 	}
 	if opts.ProgressInterval <= 0 {

@@ -1,0 +1,99 @@
+package bench
+
+import "time"
+
+// RateController searches for the highest publish rate a run's consumers keep up with. A
+// workload of producerRate 0 means that rate, as it does in the OpenMessaging Benchmark whose
+// workload files ours follow: records published faster than they can be consumed only pile up
+// in the log, and their end-to-end latency then measures how long the run lasted, not the
+// system. Once per period the run reports what happened; the controller answers the rate for
+// the next period. It is pure: the run owns the clock and the counters.
+//
+// The search doubles the rate while the consumers and the producers keep up, and once either
+// falls short it sets the rate just under what was achieved, holds it for a period and while
+// the consumers drain what piled up, and climbs again by ever smaller steps, so the rate settles in a
+// narrow band around the sustainable maximum.
+type RateController struct {
+	rate float64
+	step float64
+	// backlog is the last period's Backlog.
+	backlog int64
+	// settling is set by a cut: the next period still carries what was sent and queued
+	// before it, so it holds the rate whatever it sees.
+	settling bool
+}
+
+// RatePeriod is what one control period saw.
+type RatePeriod struct {
+	// Length is the period's duration.
+	Length time.Duration
+	// Published counts the records acknowledged in the period; Consumed the records read.
+	Published, Consumed uint64
+	// Backlog is how many records acknowledged since the run began were not consumed by the
+	// period's end (negative when a record is read before its acknowledgement arrives).
+	Backlog int64
+}
+
+const (
+	// InitialSearchRate is where the search starts, in records per second.
+	InitialSearchRate = 10_000
+	// minSearchRate is the floor of the search, so a bad period cannot stop the load.
+	minSearchRate = 1_000
+	// lagAllowance is how far behind, in time at the current rate, the consumers may be and
+	// still count as keeping up: a few fetches in flight at the highest rates.
+	lagAllowance = 100 * time.Millisecond
+	// minBacklogAllowance is the allowance in records at low rates.
+	minBacklogAllowance = 1_000
+	// shortfall is the fraction of the target the producers must reach to count as keeping up.
+	shortfall = 0.95
+	// underAchieved is how far under the rate achieved in a short period the next target goes.
+	underAchieved = 0.95
+	// maxDrainShare caps the share of the consumers' rate given up to drain a backlog.
+	maxDrainShare = 0.25
+	// drainPeriods is how many periods a backlog above the allowance is drained over.
+	drainPeriods = 3
+	// minStep is the smallest climb per period once the search has found the ceiling.
+	minStep = 0.03
+)
+
+// NewRateController returns a controller whose first target is InitialSearchRate.
+func NewRateController() *RateController {
+	return &RateController{rate: InitialSearchRate, step: 1}
+}
+
+// Rate returns the current target in records per second.
+func (c *RateController) Rate() float64 { return c.rate }
+
+// Next takes one period's figures and returns the target for the next period.
+func (c *RateController) Next(p RatePeriod) float64 {
+	secs := p.Length.Seconds()
+	if secs <= 0 {
+		return c.rate
+	}
+	allowance := max(minBacklogAllowance, c.rate*lagAllowance.Seconds())
+	consumed, published := float64(p.Consumed)/secs, float64(p.Published)/secs
+	behind, growing := float64(p.Backlog) > allowance, p.Backlog > c.backlog
+	c.backlog = p.Backlog
+	settling := c.settling
+	c.settling = false
+	switch {
+	case settling, behind && !growing:
+		// Just cut, or draining since: hold the rate rather than cut again.
+	case behind:
+		// The consumers were busy the whole period, so what they read is their capacity; go
+		// under it, and further under by what drains the excess over a few periods.
+		drain := min(maxDrainShare*consumed, (float64(p.Backlog)-allowance)/(drainPeriods*secs))
+		c.rate = underAchieved*consumed - drain
+		c.step = max(minStep, c.step/2)
+		c.settling = true
+	case published < shortfall*c.rate:
+		// The producers (or the broker behind them) could not reach the target.
+		c.rate = underAchieved * published
+		c.step = max(minStep, c.step/2)
+		c.settling = true
+	default:
+		c.rate *= 1 + c.step
+	}
+	c.rate = max(c.rate, minSearchRate)
+	return c.rate
+}
