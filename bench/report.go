@@ -101,10 +101,10 @@ func WriteReport(out io.Writer, r *Result) error {
 	switch {
 	case w.ProducerRate > 0:
 		rate = fmt.Sprintf("%g rec/s", w.ProducerRate)
-	case r.RateSearch != nil && len(r.RateSearch.Targets) > 0:
-		t := r.RateSearch.Targets
+	case r.RateSearch != nil && len(r.RateSearch.Steps) > 0:
+		steps := r.RateSearch.Steps
 		rate = fmt.Sprintf("the highest rate the consumers sustain (searched every %v, last target %.0f rec/s)",
-			time.Duration(r.RateSearch.Period), t[len(t)-1])
+			time.Duration(r.RateSearch.Period), steps[len(steps)-1].Target)
 	case r.RateSearch != nil:
 		rate = "the highest rate the consumers sustain (the search never started: nothing consumed)"
 	}

@@ -58,9 +58,19 @@ type Result struct {
 type RateSearch struct {
 	// Period is how often the target was set.
 	Period Duration `json:"period"`
-	// Targets are the total rates set, in records/s, one a period from the consumers' first
-	// records, warmup included.
-	Targets []float64 `json:"targets"`
+	// Steps are the periods from the consumers' first records on, warmup included.
+	Steps []RateStep `json:"steps"`
+}
+
+// RateStep is one period of a rate search: what it saw and the target it led to.
+type RateStep struct {
+	// Published and Consumed are the records acknowledged and read in the period, per second.
+	Published float64 `json:"published"`
+	Consumed  float64 `json:"consumed"`
+	// Backlog is how many acknowledged records were not yet read at the period's end.
+	Backlog int64 `json:"backlog"`
+	// Target is the total rate set for the next period, in records/s.
+	Target float64 `json:"target"`
 }
 
 // Stats summarizes one side (publish or end-to-end) of a run.

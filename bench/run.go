@@ -176,11 +176,11 @@ type runner struct {
 	probe side
 	// search, when the run looks for the highest rate its consumers sustain, sets target (the
 	// float64 bits of the total rate in records/s) once a period and bumps targetSeq, which
-	// tells the producers to re-pace; searched lists the targets.
+	// tells the producers to re-pace; searched lists the periods.
 	search    *RateController
 	target    atomic.Uint64
 	targetSeq atomic.Uint64
-	searched  []float64
+	searched  []RateStep
 
 	foreign  atomic.Uint64 // consumed records without a plausible stamp
 	unsent   atomic.Uint64
@@ -404,7 +404,7 @@ func (r *runner) result(usage *BrokerUsage) *Result {
 		res.Transactions = &s
 	}
 	if r.search != nil {
-		res.RateSearch = &RateSearch{Period: Duration(ratePeriod), Targets: r.searched}
+		res.RateSearch = &RateSearch{Period: Duration(ratePeriod), Steps: r.searched}
 	}
 	if r.opts.ProbeInterval > 0 {
 		probes := r.probe.snapshot(true)
@@ -615,11 +615,14 @@ func (r *runner) searchRate(ctx context.Context) {
 				continue
 			}
 			if !lastAt.IsZero() {
-				next := r.search.Next(RatePeriod{Length: now.Sub(lastAt), Published: pub - lastPub,
-					Consumed: e2e - lastE2E, Backlog: int64(pub) - int64(e2e)})
+				p := RatePeriod{Length: now.Sub(lastAt), Published: pub - lastPub, Consumed: e2e - lastE2E,
+					Backlog: int64(pub) - int64(e2e)}
+				next := r.search.Next(p)
 				r.target.Store(math.Float64bits(next))
 				r.targetSeq.Add(1)
-				r.searched = append(r.searched, math.Round(next))
+				secs := p.Length.Seconds()
+				r.searched = append(r.searched, RateStep{Published: math.Round(float64(p.Published) / secs),
+					Consumed: math.Round(float64(p.Consumed) / secs), Backlog: p.Backlog, Target: math.Round(next)})
 			}
 			lastAt, lastPub, lastE2E = now, pub, e2e
 		}

@@ -139,18 +139,19 @@ func testRunMaxRate(t *testing.T, b *brokertest.Broker) {
 	// The search set a target a second from the consumers' first records on, and the
 	// producers followed the targets.
 	s := res.RateSearch
-	if s == nil || time.Duration(s.Period) != ratePeriod || len(s.Targets) < 2 {
-		t.Fatalf("rate search %+v, want targets every %v, at least 2 in 4 s", s, ratePeriod)
+	if s == nil || time.Duration(s.Period) != ratePeriod || len(s.Steps) < 2 {
+		t.Fatalf("rate search %+v, want a step every %v, at least 2 in 4 s", s, ratePeriod)
 	}
 	lo, hi := float64(InitialSearchRate), float64(InitialSearchRate)
-	for _, v := range s.Targets {
-		if v < minSearchRate {
-			t.Fatalf("target %v under the floor %v: %v", v, minSearchRate, s.Targets)
+	for _, st := range s.Steps {
+		if st.Target < minSearchRate || st.Published <= 0 || st.Consumed <= 0 {
+			t.Fatalf("step %+v: want a target not under the floor %v, records published and consumed: %+v",
+				st, minSearchRate, s.Steps)
 		}
-		lo, hi = min(lo, v), max(hi, v)
+		lo, hi = min(lo, st.Target), max(hi, st.Target)
 	}
 	if got := res.Publish.RecordsPerSec; got < 0.5*lo || got > 1.1*hi {
-		t.Fatalf("published %.0f rec/s, outside the targets %.0f-%.0f: %v", got, lo, hi, s.Targets)
+		t.Fatalf("published %.0f rec/s, outside the targets %.0f-%.0f: %+v", got, lo, hi, s.Steps)
 	}
 
 	// Unthrottled: no search, the producers as fast as they can.
