@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make profile`: a CPU profile of ringbroker under the max-throughput workload. Starts
+# `make profile`: a CPU profile of ringbroker under the max-throughput workload, unthrottled
+# (the producers as fast as they go, so the broker at its busiest). Starts
 # bin/ringbroker (IO=uring|netpoll, fresh data dir) with pprof.listen, runs bin/ringbench
 # for DURATION, takes a profile of SECONDS in the middle, and writes cpu.prof and the
 # `go tool pprof -top` listing into $OUT, printing the top lines and the shares of GC and of
@@ -24,7 +25,7 @@ for _ in $(seq 100); do
 	curl -fs "http://127.0.0.1:$PPORT/debug/pprof/" >/dev/null 2>&1 && break
 	sleep 0.1
 done
-bin/ringbench run --bootstrap "127.0.0.1:$PORT" --workload bench/workloads/max-throughput.yaml \
+bin/ringbench run --bootstrap "127.0.0.1:$PORT" --workload bench/workloads/max-throughput.yaml --unthrottled \
 	--duration "$DURATION" --warmup 5s --quiet --json "$OUT/max-throughput.json" >"$OUT/ringbench.log" 2>&1 &
 RB=$!
 sleep 10
