@@ -11,8 +11,8 @@ import "time"
 //
 // The search doubles the rate while the consumers and the producers keep up, and once either
 // falls short it sets the rate just under what was achieved, holds it for a period and while
-// the consumers drain what piled up, and climbs again by ever smaller steps, so the rate settles in a
-// narrow band around the sustainable maximum.
+// the consumers drain what piled up, and climbs again by ever smaller steps, so the rate
+// settles in a narrow band around the sustainable maximum.
 type RateController struct {
 	rate float64
 	step float64

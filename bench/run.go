@@ -574,25 +574,24 @@ func (r *runner) produce(sendCtx, abortCtx context.Context, p producer) {
 // pacerFor returns p's share of the workload's schedule, staggered by its index so that the
 // producers' records interleave.
 func (r *runner) pacerFor(p producer) (*Pacer, error) {
-	total := r.w.ProducerRate
-	if r.search != nil {
-		total = math.Float64frombits(r.target.Load())
-	}
 	offset := time.Duration(0)
-	if total > 0 {
+	if total := r.totalRate(); total > 0 {
 		offset = time.Duration(float64(p.index) / total * 1e9)
 	}
 	return NewPacer(SystemClock{}, r.start.Add(offset), r.producerRate())
 }
 
-// producerRate is one producer's share of the rate: the workload's, or the search's current
-// target.
-func (r *runner) producerRate() float64 {
-	total := r.w.ProducerRate
+// totalRate is the rate over all producers: the workload's, or the search's current target.
+func (r *runner) totalRate() float64 {
 	if r.search != nil {
-		total = math.Float64frombits(r.target.Load())
+		return math.Float64frombits(r.target.Load())
 	}
-	return total / float64(r.w.Topics*r.w.ProducersPerTopic)
+	return r.w.ProducerRate
+}
+
+// producerRate is one producer's share of totalRate.
+func (r *runner) producerRate() float64 {
+	return r.totalRate() / float64(r.w.Topics*r.w.ProducersPerTopic)
 }
 
 // ratePeriod is how often the search for the sustainable rate sets a new target.
