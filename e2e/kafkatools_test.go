@@ -20,13 +20,17 @@ const (
 
 // TestKafkaTools drives the broker with Apache Kafka's own command-line tools, which
 // use the Java client: TopicCommand, the console producer (idempotent by default), the
-// console consumer with a consumer group and without one, and ProducerPerformance.
+// console consumer with a consumer group and without one, and the performance tools users
+// compare brokers with (kafka-producer-perf-test, kafka-consumer-perf-test, kafka-e2e-latency).
 func TestKafkaTools(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, tg target) {
-		b := tg.start(t)
+		// As the reference Kafka of these tests runs: groups form without waiting for members.
+		b := tg.start(t, "group.initial.rebalance.delay.ms=0")
 		t.Run("TopicCommand", func(t *testing.T) { testTopicCommand(t, b) })
 		t.Run("Console", func(t *testing.T) { testConsole(t, b) })
 		t.Run("ProducerPerformance", func(t *testing.T) { testProducerPerformance(t, b) })
+		t.Run("ConsumerPerformance", func(t *testing.T) { testConsumerPerformance(t, b) })
+		t.Run("EndToEndLatency", func(t *testing.T) { testEndToEndLatency(t, b) })
 	})
 }
 
@@ -172,6 +176,47 @@ func testProducerPerformance(t *testing.T, b *Broker) {
 	}
 	if total != perfRecords {
 		t.Fatalf("end offsets sum to %d after ProducerPerformance; want %d", total, perfRecords)
+	}
+}
+
+// testConsumerPerformance reads back, with kafka-consumer-perf-test in a consumer group, the
+// records ProducerPerformance wrote.
+func testConsumerPerformance(t *testing.T, b *Broker) {
+	const topic = "tools-perf"
+	res := runJava(t, "org.apache.kafka.tools.ConsumerPerformance",
+		"--bootstrap-server", b.Addr(), "--topic", topic, "--messages", fmt.Sprint(perfRecords),
+		"--timeout", "30000", "--group", "tools-perf-group")
+	// The header, then one line: start.time, end.time, data.consumed.in.MB, MB.sec,
+	// data.consumed.in.nMsg, nMsg.sec, rebalance.time.ms, ...
+	fields := strings.Split(lastLine(res.stdout), ", ")
+	if len(fields) < 6 || fields[4] != fmt.Sprint(perfRecords) {
+		t.Fatalf("ConsumerPerformance did not read %d records:\n%s\n%s", perfRecords, tail(res.stdout, 4<<10), tail(res.stderr, 4<<10))
+	}
+	if strings.Contains(res.stderr, "ERROR") {
+		t.Fatalf("ConsumerPerformance logged errors:\n%s", tail(res.stderr, 8<<10))
+	}
+	t.Logf("ConsumerPerformance: %s", lastLine(res.stdout))
+}
+
+// testEndToEndLatency runs kafka-e2e-latency: it creates its topic, then sends each record
+// with acks=all and waits to consume it before sending the next.
+func testEndToEndLatency(t *testing.T, b *Broker) {
+	res := runJava(t, "org.apache.kafka.tools.EndToEndLatency", b.Addr(), "tools-e2e-latency", "500", "all", "100")
+	avg := regexp.MustCompile(`(?m)^Avg latency: [\d.]+ ms$`)
+	pct := regexp.MustCompile(`(?m)^Percentiles: 50th = \d+, 99th = \d+, 99.9th = \d+$`)
+	if !avg.MatchString(res.stdout) || !pct.MatchString(res.stdout) {
+		t.Fatalf("EndToEndLatency printed no latencies:\n%s\n%s", tail(res.stdout, 4<<10), tail(res.stderr, 4<<10))
+	}
+	if strings.Contains(res.stderr, "ERROR") {
+		t.Fatalf("EndToEndLatency logged errors:\n%s", tail(res.stderr, 8<<10))
+	}
+	t.Logf("EndToEndLatency: %s", lastLine(res.stdout))
+	var total int64
+	for _, o := range b.EndOffsets(t, "tools-e2e-latency") {
+		total += o
+	}
+	if total != 500 {
+		t.Fatalf("end offsets sum to %d after EndToEndLatency; want 500", total)
 	}
 }
 
