@@ -8,9 +8,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"ringbroker/broker/meta"
+	"ringbroker/ring"
 )
 
 // A cluster (KRaft's model): every node named in controller.quorum.voters runs a Raft voter of
@@ -179,6 +181,7 @@ func (b *Broker) openMetadata(clusterID string, voters map[int32]string) (*meta.
 	s, err := meta.OpenRaft(meta.RaftConfig{NodeID: b.cfg.NodeID, Dir: dir, ClusterID: clusterID,
 		Listen: listen, Voters: voters, Learner: learner, AdvertiseHost: advHost, SnapshotEntries: b.cfg.MetadataSnapshotEntries,
 		Dynamic: b.cfg.dynamicQuorum(), BootstrapServers: b.cfg.QuorumBootstrapServers, DirectoryID: dirID,
+		ListenControl: b.controllerSocketBuffers(listen),
 		OnChange: func(*meta.Image) {
 			select {
 			case b.imageChanged <- struct{}{}:
@@ -257,4 +260,18 @@ func ensureMetaProperties(dir string, nodeID int32, want string) (string, error)
 		return "", fmt.Errorf("rename %s: %w", tmp, err)
 	}
 	return cid, nil
+}
+
+// controllerSocketBuffers is the controller listener's Control: socket.send.buffer.bytes and
+// socket.receive.buffer.bytes, as on the client listeners, with a warning for a size the
+// kernel caps.
+func (b *Broker) controllerSocketBuffers(listen string) func(string, string, syscall.RawConn) error {
+	bufs := ring.SocketBuffers{Send: max(b.cfg.SocketSendBuffer, 0), Receive: max(b.cfg.SocketReceiveBuffer, 0)}
+	return func(_, _ string, rc syscall.RawConn) error {
+		capped, err := bufs.Apply(rc)
+		for _, c := range capped {
+			b.logger.Warn("controller listener: socket buffer capped", "addr", listen, "detail", c)
+		}
+		return err
+	}
 }

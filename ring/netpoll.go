@@ -39,13 +39,7 @@ func listenNetpoll(cfg Config, h Handler) (*npServer, error) {
 	var capped []string
 	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
 		var err error
-		if cerr := rc.Control(func(fd uintptr) {
-			if err = setSocketBuffers(int(fd), cfg.SocketBuffers); err == nil {
-				capped = cappedSocketBuffers(int(fd), cfg.SocketBuffers)
-			}
-		}); cerr != nil {
-			return cerr
-		}
+		capped, err = cfg.SocketBuffers.Apply(rc)
 		return err
 	}}
 	ln, err := lc.Listen(context.Background(), "tcp", cfg.Addr)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -220,6 +221,20 @@ func sockaddrToTCP(sa unix.Sockaddr) *net.TCPAddr {
 	default:
 		return &net.TCPAddr{}
 	}
+}
+
+// Apply sets the buffers on a socket not yet listening, from a net.ListenConfig's Control, and
+// returns the sizes the kernel capped, for a warning at start. Listeners of plain Go networking
+// (the netpoll backend, the controller listener) take their sizes this way.
+func (b SocketBuffers) Apply(rc syscall.RawConn) (capped []string, err error) {
+	if cerr := rc.Control(func(fd uintptr) {
+		if err = setSocketBuffers(int(fd), b); err == nil {
+			capped = cappedSocketBuffers(int(fd), b)
+		}
+	}); cerr != nil {
+		return nil, fmt.Errorf("socket buffers: %w", cerr)
+	}
+	return capped, err
 }
 
 // setSocketBuffers sets fd's SO_SNDBUF and SO_RCVBUF where bufs gives a size. On a listening

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"ringbroker/raft"
@@ -35,6 +36,11 @@ type RaftConfig struct {
 	// and forwards nothing, so it needs no network (a single node without
 	// controller.quorum.voters).
 	Listen string
+	// ListenControl, if set, is called on the controller listener's socket before it listens
+	// (net.ListenConfig's Control): the broker sets socket.send.buffer.bytes and
+	// socket.receive.buffer.bytes there, which accepted connections inherit, as Kafka's
+	// controller listener takes them.
+	ListenControl func(network, address string, c syscall.RawConn) error
 	// Voters maps the node id of every controller (this one included unless Learner) to its
 	// controller listener address: controller.quorum.voters. Without a Listen address it
 	// names only NodeID, and the address is unused.
@@ -160,7 +166,8 @@ func OpenRaft(cfg RaftConfig) (*RaftStore, error) {
 		suspects: make(chan Suspect, suspectQueue)}
 	s.mux = &muxListener{addr: soleVoterAddr{}, conns: make(chan net.Conn), done: make(chan struct{})}
 	if cfg.Listen != "" {
-		ln, err := net.Listen("tcp", cfg.Listen)
+		lc := net.ListenConfig{Control: cfg.ListenControl}
+		ln, err := lc.Listen(context.Background(), "tcp", cfg.Listen)
 		if err != nil {
 			return nil, fmt.Errorf("controller listener %s: %w", cfg.Listen, err)
 		}
