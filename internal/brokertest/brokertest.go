@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -183,15 +184,29 @@ func freeAddr(t testing.TB) string {
 	return fmt.Sprintf("127.0.0.1:%d", FreePort(t))
 }
 
-// FreePort returns a loopback TCP port that was free a moment ago.
+// handedOut are the ports FreePort returned in this process. A port is free again once its
+// probe closes, and the kernel may hand it to the next bind to port 0: two tests starting
+// brokers at once (parallel subtests) got the same one and one broker failed to bind. Ports
+// are shared by the whole process, so this record is too.
+var handedOut sync.Map
+
+// FreePort returns a loopback TCP port that was free a moment ago and that no earlier call in
+// this process returned.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("find a free port: %v", err)
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("find a free port: %v", err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		if _, taken := handedOut.LoadOrStore(port, true); !taken {
+			return port
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t.Fatal("find a free port: 100 probes in a row gave ports already handed out")
+	return 0
 }
 
 // TailFile returns the last n bytes of the file at path, or why it could not be read, for the
