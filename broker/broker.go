@@ -351,7 +351,7 @@ func (b *Broker) Start() error {
 			Wait:            ring.WaitMode(b.cfg.UringWait),
 			TLS:             b.listeners[l.Name].tls,
 			Logger:          b.logger,
-			SocketBuffers:   ring.SocketBuffers{Send: max(b.cfg.SocketSendBuffer, 0), Receive: max(b.cfg.SocketReceiveBuffer, 0)},
+			SocketBuffers:   b.cfg.socketBuffers(),
 		}, &connHandler{b: b, listener: b.listeners[l.Name], apis: b.apis})
 		if err != nil {
 			b.stopServers(context.Background())

@@ -777,6 +777,12 @@ func (c *Config) isExplicit(key string) bool {
 	return ok
 }
 
+// socketBuffers are socket.send.buffer.bytes and socket.receive.buffer.bytes for every
+// listener, the controller's too: -1 (the kernel's autotuning) is 0 there, which sets nothing.
+func (c *Config) socketBuffers() ring.SocketBuffers {
+	return ring.SocketBuffers{Send: max(c.SocketSendBuffer, 0), Receive: max(c.SocketReceiveBuffer, 0)}
+}
+
 // offsetsTopicRF is the replication factor __consumer_offsets is created with: the configured
 // one, or 1 on a node that founds a quorum of its own (no controller.quorum.voters) and was
 // not told otherwise, where the default 3 could never be met.

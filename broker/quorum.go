@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"ringbroker/broker/meta"
-	"ringbroker/ring"
 )
 
 // A cluster (KRaft's model): every node named in controller.quorum.voters runs a Raft voter of
@@ -266,7 +265,7 @@ func ensureMetaProperties(dir string, nodeID int32, want string) (string, error)
 // socket.receive.buffer.bytes, as on the client listeners, with a warning for a size the
 // kernel caps.
 func (b *Broker) controllerSocketBuffers(listen string) func(string, string, syscall.RawConn) error {
-	bufs := ring.SocketBuffers{Send: max(b.cfg.SocketSendBuffer, 0), Receive: max(b.cfg.SocketReceiveBuffer, 0)}
+	bufs := b.cfg.socketBuffers()
 	return func(_, _ string, rc syscall.RawConn) error {
 		capped, err := bufs.Apply(rc)
 		for _, c := range capped {
