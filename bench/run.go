@@ -175,12 +175,11 @@ type runner struct {
 	// failed ones.
 	probe side
 	// search, when the run looks for the highest rate its consumers sustain, sets target (the
-	// float64 bits of the total rate in records/s) once a period and bumps targetSeq, which
-	// tells the producers to re-pace; searched lists the periods.
-	search    *RateController
-	target    atomic.Uint64
-	targetSeq atomic.Uint64
-	searched  []RateStep
+	// float64 bits of the total rate in records/s) once a period; a producer re-paces when it
+	// sees a target other than the one it paces to. searched lists the periods.
+	search   *RateController
+	target   atomic.Uint64
+	searched []RateStep
 
 	foreign  atomic.Uint64 // consumed records without a plausible stamp
 	unsent   atomic.Uint64
@@ -526,6 +525,8 @@ const sendGrace = 250 * time.Millisecond
 // buffered when the drain time is up.
 func (r *runner) produce(sendCtx, abortCtx context.Context, p producer) {
 	w := r.w
+	// Read before the pacer is made from it, so a target set in between is not missed.
+	paced := r.target.Load()
 	pacer, err := r.pacerFor(p)
 	if err != nil {
 		r.noteErr("pacer", err)
@@ -534,11 +535,11 @@ func (r *runner) produce(sendCtx, abortCtx context.Context, p producer) {
 	rng := mrand.New(mrand.NewPCG(mrand.Uint64(), uint64(p.index)))
 	keyIdx := rng.IntN(RoundRobinKeys)
 	promise := func(rec *kgo.Record, err error) { r.onAck(rec, err) }
-	var sent, seq uint64
+	var sent uint64
 	for {
 		if r.search != nil {
-			if s := r.targetSeq.Load(); s != seq {
-				seq = s
+			if t := r.target.Load(); t != paced {
+				paced = t
 				if err := pacer.SetRate(r.producerRate()); err != nil {
 					r.noteErr("pacer", err)
 					return
@@ -618,7 +619,6 @@ func (r *runner) searchRate(ctx context.Context) {
 					Backlog: int64(pub) - int64(e2e)}
 				next := r.search.Next(p)
 				r.target.Store(math.Float64bits(next))
-				r.targetSeq.Add(1)
 				secs := p.Length.Seconds()
 				r.searched = append(r.searched, RateStep{Published: math.Round(float64(p.Published) / secs),
 					Consumed: math.Round(float64(p.Consumed) / secs), Backlog: p.Backlog, Target: math.Round(next)})
