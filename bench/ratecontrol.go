@@ -9,13 +9,24 @@ import "time"
 // system. Once per period the run reports what happened; the controller answers the rate for
 // the next period. It is pure: the run owns the clock and the counters.
 //
-// The search doubles the rate while the consumers and the producers keep up, and once either
-// falls short it sets the rate just under what was achieved, holds it for a period and while
-// the consumers drain what piled up, and climbs again by ever smaller steps, so the rate
-// settles in a narrow band around the sustainable maximum.
+// The search doubles the rate while the consumers and the producers keep up. Once either
+// falls short it remembers the rate that failed and goes back under the last rate that was
+// sustained, holding there for a period and while the consumers drain what piled up. It then
+// climbs halfway to the failed rate each period and, once close, by the smallest step past
+// it. A failed rate sustained after all is forgotten, and the climb from there starts at the
+// smallest step and doubles with each period kept up, so the rate settles just under the
+// sustainable maximum and still follows it when it rises. The last sustained rate, not what the
+// consumers read while overrun, sets the cut: on a shared machine producers that overrun the
+// ceiling starve the consumers of CPU, and what they read then is far below what they sustain.
 type RateController struct {
 	rate float64
 	step float64
+	// sustained is the rate published in the last period both sides kept up with, since the
+	// last cut; 0 when none.
+	sustained float64
+	// failed is the rate published in the last period either side fell short, until a higher
+	// rate is sustained; 0 when none.
+	failed float64
 	// backlog is the last period's Backlog.
 	backlog int64
 	// settling is set by a cut: the next period still carries what was sent and queued
@@ -46,14 +57,14 @@ const (
 	minBacklogAllowance = 1_000
 	// shortfall is the fraction of the target the producers must reach to count as keeping up.
 	shortfall = 0.95
-	// underAchieved is how far under the rate achieved in a short period the next target goes.
+	// underAchieved is how far under the rate last achieved the target goes after a shortfall.
 	underAchieved = 0.95
-	// maxDrainShare caps the share of the consumers' rate given up to drain a backlog.
+	// maxDrainShare caps the share of the rate given up to drain a backlog.
 	maxDrainShare = 0.25
 	// drainPeriods is how many periods a backlog above the allowance is drained over.
 	drainPeriods = 3
-	// minStep is the smallest climb per period once the search has found the ceiling.
-	minStep = 0.03
+	// minStep is the smallest climb per period once the search has found a ceiling.
+	minStep = 0.02
 )
 
 // NewRateController returns a controller whose first target is InitialSearchRate.
@@ -80,20 +91,37 @@ func (c *RateController) Next(p RatePeriod) float64 {
 	case settling, behind && !growing:
 		// Just cut, or draining since: hold the rate rather than cut again.
 	case behind:
-		// The consumers were busy the whole period, so what they read is their capacity; go
-		// under it, and further under by what drains the excess over a few periods.
-		drain := min(maxDrainShare*consumed, (float64(p.Backlog)-allowance)/(drainPeriods*secs))
-		c.rate = underAchieved*consumed - drain
-		c.step = max(minStep, c.step/2)
-		c.settling = true
+		// Go under the rate last sustained, or under what the consumers read if nothing was
+		// sustained since the last cut, and further under by what drains the excess over a
+		// few periods.
+		base := max(c.sustained, consumed)
+		drain := min(maxDrainShare*base, (float64(p.Backlog)-allowance)/(drainPeriods*secs))
+		c.cut(published, underAchieved*base-drain)
 	case published < shortfall*c.rate:
 		// The producers (or the broker behind them) could not reach the target.
-		c.rate = underAchieved * published
-		c.step = max(minStep, c.step/2)
-		c.settling = true
+		c.cut(published, underAchieved*published)
 	default:
+		c.sustained = published
+		if c.failed > 0 && published >= c.failed {
+			// Sustained what failed before: that failure was passing.
+			c.failed = 0
+		}
+		if c.failed > 0 {
+			// Halve the distance to the rate that failed, and once close, try just past it.
+			c.rate = max((c.rate+c.failed)/2, c.rate*(1+minStep))
+			break
+		}
 		c.rate *= 1 + c.step
+		c.step = min(1, 2*c.step)
 	}
 	c.rate = max(c.rate, minSearchRate)
 	return c.rate
+}
+
+// cut records a period in which published fell short, and sets the rate to target.
+func (c *RateController) cut(published, target float64) {
+	c.failed, c.sustained = published, 0
+	c.rate = target
+	c.step = minStep
+	c.settling = true
 }
