@@ -12,11 +12,12 @@
 //
 // A workload of producerRate 0 means, as in the OpenMessaging Benchmark, the
 // highest rate the consumers sustain: a RateController sets the producers'
-// rate once a second, doubling it while producers and consumers keep up and
-// settling just under where either falls short, so the consumers stay within
-// a fraction of a second of the producers and end-to-end latency measures the
-// system rather than a backlog. The producers' own ceiling, consumers kept up
-// or not, is Options.Unthrottled (ringbench run --unthrottled).
+// rate once a second, doubling it while producers and consumers keep up, going
+// back under the rate last sustained when either falls short and climbing
+// again towards the rate that failed, so the consumers stay within a fraction
+// of a second of the producers and end-to-end latency measures the system
+// rather than a backlog. The producers' own ceiling, consumers kept up or not,
+// is Options.Unthrottled (ringbench run --unthrottled).
 //
 // Beside the workload a probe times the round trip of a request that costs a
 // broker next to nothing (probe.go, ProbeStats): the floor the machine itself,
