@@ -20,6 +20,8 @@ import "time"
 // ceiling starve the consumers of CPU, and what they read then is far below what they sustain.
 type RateController struct {
 	rate float64
+	// step is the next climb above any failed rate, a fraction of the rate: 1 (doubling)
+	// until the first cut, then from minStep, doubling with each period kept up.
 	step float64
 	// sustained is the rate published in the last period both sides kept up with, since the
 	// last cut; 0 when none.
