@@ -26,6 +26,9 @@ func fmtRate(v float64) string  { return strconv.FormatFloat(v, 'f', 1, 64) }
 func fmtMB(v float64) string    { return strconv.FormatFloat(v, 'f', 2, 64) }
 func fmtCount(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }
 
+// fmtCores formats an average number of busy cores.
+func fmtCores(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+
 func statsRows(name string, get func(r *Result) *Stats) []compareRow {
 	val := func(f func(s *Stats) float64) func(r *Result) (float64, bool) {
 		return func(r *Result) (float64, bool) {
@@ -113,6 +116,18 @@ func compareRows() []compareRow {
 			}
 			return *r.Broker.CPUPercent, true
 		}, fmtRate, true},
+		compareRow{"machine cores busy", func(r *Result) (float64, bool) {
+			if r.Machine == nil {
+				return 0, false
+			}
+			return r.Machine.BusyCores, true
+		}, fmtCores, true},
+		compareRow{"ringbench cores", func(r *Result) (float64, bool) {
+			if r.Machine == nil {
+				return 0, false
+			}
+			return r.Machine.ClientCores, true
+		}, fmtCores, true},
 	)
 }
 

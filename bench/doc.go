@@ -22,6 +22,10 @@
 // Beside the workload a probe times the round trip of a request that costs a
 // broker next to nothing (probe.go, ProbeStats): the floor the machine itself,
 // shared by the clients and the broker, puts under every latency of the run.
+// Over the measured period a run also reads how busy the machine's cores were
+// and how many of them ringbench itself kept busy (MachineUsage): a rate that
+// stops rising with every core busy is the machine's ceiling, clients
+// included, not the broker's.
 //
 // Latencies go into log-linear Histograms (percentiles within 0.4 %, 1 µs to
 // 60 s, mergeable). A Result is written as JSON; Compare prints results side

@@ -108,3 +108,68 @@ func truncate(b []byte, n int) []byte {
 	}
 	return b
 }
+
+// MachineSample is one reading of the whole machine's CPU time from /proc/stat, summed over
+// its cores.
+type MachineSample struct {
+	// BusySeconds is CPU time spent on anything but idle and iowait: every process, the
+	// kernel's threads and its interrupt handling (loopback networking runs in softirq).
+	BusySeconds float64
+	// TotalSeconds is all CPU time, busy or not.
+	TotalSeconds float64
+	// Cores is the number of cores counted.
+	Cores int
+}
+
+// ReadMachine samples the machine's CPU time from /proc/stat. With the load generator on
+// the broker's machine, it tells whether a run's ceiling was the broker's or the machine's.
+func ReadMachine() (MachineSample, error) {
+	stat, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return MachineSample{}, fmt.Errorf("read machine cpu: %w", err)
+	}
+	s, err := parseProcStatMachine(stat)
+	if err != nil {
+		return MachineSample{}, fmt.Errorf("read machine cpu: %w", err)
+	}
+	return s, nil
+}
+
+// parseProcStatMachine reads the aggregate "cpu" line of /proc/stat (user, nice, system, idle,
+// iowait, irq, softirq and steal ticks; guest time is already inside user) and counts the
+// per-core lines after it.
+func parseProcStatMachine(stat []byte) (MachineSample, error) {
+	var s MachineSample
+	found := false
+	for line := range bytes.Lines(stat) {
+		if rest, ok := bytes.CutPrefix(line, []byte("cpu")); ok && len(rest) > 0 && rest[0] >= '0' && rest[0] <= '9' {
+			s.Cores++
+			continue
+		}
+		rest, ok := bytes.CutPrefix(line, []byte("cpu "))
+		if !ok {
+			continue
+		}
+		fields := bytes.Fields(rest)
+		const idle, iowait, counted = 3, 4, 8
+		if len(fields) < counted {
+			return MachineSample{}, fmt.Errorf("parse /proc/stat cpu line: %d fields; want at least %d", len(fields), counted)
+		}
+		var total, notBusy uint64
+		for i, f := range fields[:counted] {
+			n, err := strconv.ParseUint(string(f), 10, 64)
+			if err != nil {
+				return MachineSample{}, fmt.Errorf("parse /proc/stat cpu field %d %q: %w", i+1, f, err)
+			}
+			total += n
+			if i == idle || i == iowait {
+				notBusy += n
+			}
+		}
+		s.BusySeconds, s.TotalSeconds, found = float64(total-notBusy)/userHZ, float64(total)/userHZ, true
+	}
+	if !found || s.Cores == 0 {
+		return MachineSample{}, fmt.Errorf("parse /proc/stat: aggregate cpu line found: %t, %d per-core lines", found, s.Cores)
+	}
+	return s, nil
+}

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -74,5 +75,47 @@ func TestReadProcSelf(t *testing.T) {
 	}
 	if _, err := ReadProc(-1); err == nil {
 		t.Fatal("ReadProc(-1) succeeded")
+	}
+}
+
+func TestParseProcStatMachine(t *testing.T) {
+	tests := []struct {
+		name, stat string
+		want       MachineSample
+		wantErr    string
+	}{
+		// user nice system idle iowait irq softirq steal guest guest_nice
+		{"counts all but idle and iowait", "cpu  100 5 50 700 40 3 2 0 9 0\ncpu0 50 2 25 350 20 1 1 0 4 0\n",
+			MachineSample{BusySeconds: 1.6, TotalSeconds: 9, Cores: 1}, ""},
+		{"aggregate line after others", "intr 1\ncpu  10 0 10 80 0 0 0 0\ncpu0 5 0 5 40 0 0 0 0\ncpu1 5 0 5 40 0 0 0 0\n",
+			MachineSample{BusySeconds: 0.2, TotalSeconds: 1, Cores: 2}, ""},
+		{"no aggregate line", "cpu0 1 2 3 4 5 6 7 8\n", MachineSample{}, "aggregate cpu line found: false"},
+		{"no core lines", "cpu  1 2 3 4 5 6 7 8\n", MachineSample{}, "0 per-core lines"},
+		{"short", "cpu  1 2 3\n", MachineSample{}, "3 fields"},
+		{"bad number", "cpu  1 2 x 4 5 6 7 8\n", MachineSample{}, `field 3 "x"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseProcStatMachine([]byte(tt.stat))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || math.Abs(got.BusySeconds-tt.want.BusySeconds) > 1e-9 || math.Abs(got.TotalSeconds-tt.want.TotalSeconds) > 1e-9 || got.Cores != tt.want.Cores {
+				t.Fatalf("got %+v, %v; want %+v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestReadMachine(t *testing.T) {
+	s, err := ReadMachine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.TotalSeconds <= 0 || s.BusySeconds <= 0 || s.BusySeconds > s.TotalSeconds || s.Cores < 1 {
+		t.Fatalf("machine %+v; want 0 < busy <= total", s)
 	}
 }

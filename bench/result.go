@@ -51,6 +51,22 @@ type Result struct {
 	Unsent uint64 `json:"unsent"`
 	// Broker holds resource figures of the broker process, when known.
 	Broker *BrokerUsage `json:"broker,omitempty"`
+	// Machine is how busy the machine and ringbench itself were over the measured period;
+	// nil where /proc cannot be read.
+	Machine *MachineUsage `json:"machine,omitempty"`
+}
+
+// MachineUsage is the CPU the whole machine and ringbench used over the measured period.
+// ringbench shares the machine with the broker it measures, so a rate that stops rising with
+// the machine's cores all busy is the machine's ceiling, clients included, not the broker's.
+type MachineUsage struct {
+	// Cores is the number of cores the machine has (what /proc/stat sums over).
+	Cores int `json:"cores"`
+	// BusyCores is the average number of cores busy with anything but idle and iowait:
+	// processes, kernel threads and interrupt handling.
+	BusyCores float64 `json:"busyCores"`
+	// ClientCores is the average number of cores ringbench itself kept busy.
+	ClientCores float64 `json:"clientCores"`
 }
 
 // RateSearch is how a run of producerRate 0 searched for the highest rate its consumers

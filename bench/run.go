@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	mrand "math/rand/v2"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -312,7 +313,7 @@ func (r *runner) run(ctx context.Context) (res *Result, err error) {
 	defer abort()
 
 	monDone := make(chan struct{})
-	monResult := make(chan *BrokerUsage, 1)
+	monResult := make(chan monitored, 1)
 	go func() { monResult <- r.monitor(abortCtx, monDone) }()
 
 	consCtx, stopConsumers := context.WithCancel(abortCtx)
@@ -362,12 +363,59 @@ func (r *runner) run(ctx context.Context) (res *Result, err error) {
 	stopConsumers()
 	consWG.Wait()
 	close(monDone)
-	usage := <-monResult
+	mon := <-monResult
 
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("run %s: %w", w.Name, err)
 	}
-	return r.result(usage), nil
+	return r.result(mon), nil
+}
+
+// machineWindow holds the machine's and ringbench's CPU time at the start and the end of the
+// measured period.
+type machineWindow struct {
+	n       int
+	at      [2]time.Time
+	machine [2]MachineSample
+	client  [2]float64
+}
+
+// sample takes the next reading; a failed one is noted and leaves the window without usage.
+func (m *machineWindow) sample(r *runner, now time.Time) {
+	if m.n == len(m.at) {
+		return
+	}
+	machine, err := ReadMachine()
+	if err == nil {
+		var self ProcSample
+		self, err = ReadProc(os.Getpid())
+		m.client[m.n] = self.CPUSeconds
+	}
+	if err != nil {
+		r.noteErr("machine sample", err)
+		m.n = len(m.at) + 1
+		return
+	}
+	m.at[m.n], m.machine[m.n] = now, machine
+	m.n++
+}
+
+// usage is the window's averages, nil unless both ends were read.
+func (m *machineWindow) usage() *MachineUsage {
+	if m.n != len(m.at) {
+		return nil
+	}
+	secs := m.at[1].Sub(m.at[0]).Seconds()
+	total := m.machine[1].TotalSeconds - m.machine[0].TotalSeconds
+	if secs <= 0 || total <= 0 {
+		return nil
+	}
+	// /proc/stat's ticks and the wall clock differ slightly; the machine's own total over the
+	// window is what its cores could have been busy for.
+	cores := m.machine[1].Cores
+	return &MachineUsage{Cores: cores,
+		BusyCores:   float64(cores) * (m.machine[1].BusySeconds - m.machine[0].BusySeconds) / total,
+		ClientCores: (m.client[1] - m.client[0]) / secs}
 }
 
 // snapshotCount is the number of measured records so far.
@@ -377,7 +425,7 @@ func (s *side) snapshotCount() uint64 {
 	return s.hist[1].Count()
 }
 
-func (r *runner) result(usage *BrokerUsage) *Result {
+func (r *runner) result(mon monitored) *Result {
 	d := time.Duration(r.w.TestDuration)
 	pubHist := r.pub.snapshot(true)
 	res := &Result{
@@ -390,7 +438,8 @@ func (r *runner) result(usage *BrokerUsage) *Result {
 		Duration:  r.w.TestDuration,
 		Publish:   NewStats(&pubHist, r.pub.bytes.Load(), r.pub.errors.Load(), d),
 		Unsent:    r.unsent.Load(),
-		Broker:    usage,
+		Broker:    mon.broker,
+		Machine:   mon.machine,
 	}
 	if r.w.ConsumerPerSubscription > 0 {
 		e2eHist := r.e2e.snapshot(true)
@@ -673,11 +722,18 @@ func (r *runner) consume(ctx context.Context, cl *kgo.Client) {
 	}
 }
 
-// monitor advances the phase, prints progress and samples the broker until
-// done is closed, then returns the broker's usage (nil without BrokerPIDs).
-// Broker CPU is the difference of samples taken when the measured period
-// starts and when it ends; RSS is sampled then and at every tick in between.
-func (r *runner) monitor(ctx context.Context, done <-chan struct{}) *BrokerUsage {
+// monitored is what monitor measured: the broker's usage (nil without BrokerPIDs) and the
+// machine's (nil if /proc could not be read).
+type monitored struct {
+	broker  *BrokerUsage
+	machine *MachineUsage
+}
+
+// monitor advances the phase, prints progress and samples the broker and the machine until
+// done is closed, then returns what it measured. CPU is the difference of samples taken when
+// the measured period starts and when it ends; the broker's RSS is sampled then and at every
+// tick in between.
+func (r *runner) monitor(ctx context.Context, done <-chan struct{}) monitored {
 	tick := time.NewTicker(min(r.opts.ProgressInterval, time.Second))
 	defer tick.Stop()
 	startTimer := time.NewTimer(time.Until(r.measureStart))
@@ -685,6 +741,7 @@ func (r *runner) monitor(ctx context.Context, done <-chan struct{}) *BrokerUsage
 	endTimer := time.NewTimer(time.Until(r.end))
 	defer endTimer.Stop()
 	pr := &progress{r: r, lastAt: r.start}
+	var machine machineWindow
 	var (
 		usage    *BrokerUsage
 		first    ProcSample
@@ -731,16 +788,18 @@ func (r *runner) monitor(ctx context.Context, done <-chan struct{}) *BrokerUsage
 		select {
 		case <-done:
 			pr.finish(r.opts.Progress, r.opts.Live)
-			return usage
+			return monitored{broker: usage, machine: machine.usage()}
 		case <-ctx.Done():
 			pr.finish(r.opts.Progress, r.opts.Live)
-			return usage
+			return monitored{broker: usage, machine: machine.usage()}
 		case now := <-startTimer.C:
 			r.phase.CompareAndSwap(int32(phaseWarmup), int32(phaseMeasure))
 			sampling = true
 			sample(now)
+			machine.sample(r, now)
 		case now := <-endTimer.C:
 			sample(now)
+			machine.sample(r, now)
 			sampling = false
 		case now := <-tick.C:
 			if sampling {

@@ -80,6 +80,9 @@ func testRunFixedRate(t *testing.T, b *brokertest.Broker) {
 	if *u.PeakAnonRSSBytes == 0 || *u.PeakAnonRSSBytes > *u.PeakRSSBytes {
 		t.Fatalf("broker peak anonymous RSS %d B, peak RSS %d B; want 0 < anonymous <= RSS", *u.PeakAnonRSSBytes, *u.PeakRSSBytes)
 	}
+	if m := res.Machine; m == nil || m.Cores < 1 || !(m.ClientCores > 0 && m.ClientCores <= m.BusyCores+0.1 && m.BusyCores <= float64(m.Cores)+0.01) {
+		t.Fatalf("machine usage = %+v, want 0 < ringbench's cores <= busy cores <= cores", m)
+	}
 	if p := res.Probe; p == nil || p.Requests < 100 || p.Requests > 151 || p.Errors != 0 ||
 		!(p.Latency.MinMs > 0 && p.Latency.P50Ms <= p.Latency.MaxMs) {
 		t.Fatalf("probe = %+v, want 100-151 round trips in 1.5 s at one per 10 ms, no errors, ordered latencies", p)
