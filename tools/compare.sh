@@ -195,7 +195,7 @@ bench() {
 	read -r wall user sys <"$RUN/$name/$workload.client"
 	awk -v l0="$load0" -v l1="$(cut -d' ' -f1 /proc/loadavg)" -v b="$((busy1 - busy0))" -v t="$((total1 - total0))" -v n="$(nproc)" \
 		-v wall="$wall" -v cpu="$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')" \
-		'BEGIN { printf "%s -> %s, %.1f of %d cores busy, ringbench %.1f\n", l0, l1, (t > 0 ? b / t * n : 0), n, (wall > 0 ? cpu / wall : 0) }' >"$RUN/$name/$workload.load"
+		'BEGIN { printf "%s -> %s, %.1f of %d cores busy, ringbench %.1f (whole invocation)\n", l0, l1, (t > 0 ? b / t * n : 0), n, (wall > 0 ? cpu / wall : 0) }' >"$RUN/$name/$workload.load"
 	echo "compare: $name: $workload: load $(cat "$RUN/$name/$workload.load")" | tee -a "$LOG"
 }
 
