@@ -18,6 +18,9 @@ import "time"
 // sustainable maximum and still follows it when it rises. The last sustained rate, not what the
 // consumers read while overrun, sets the cut: on a shared machine producers that overrun the
 // ceiling starve the consumers of CPU, and what they read then is far below what they sustain.
+// Likewise when the producers fall short: a pause of a moment in the broker or a client looks
+// like a ceiling for one period, so the cut goes no lower than under the rate last sustained,
+// and the climb goes back towards the target they missed.
 type RateController struct {
 	rate float64
 	// step is the next climb above any failed rate, a fraction of the rate: 1 (doubling)
@@ -26,8 +29,9 @@ type RateController struct {
 	// sustained is the rate published in the last period both sides kept up with, since the
 	// last cut; 0 when none.
 	sustained float64
-	// failed is the rate published in the last period either side fell short, until a higher
-	// rate is sustained; 0 when none.
+	// failed is the rate that last fell short, until a rate as high is sustained; 0 when
+	// none. When the consumers fell behind it is the rate published then, when the producers
+	// fell short the target they missed.
 	failed float64
 	// backlog is the last period's Backlog.
 	backlog int64
@@ -91,7 +95,12 @@ func (c *RateController) Next(p RatePeriod) float64 {
 	c.settling = false
 	switch {
 	case settling, behind && !growing:
-		// Just cut, or draining since: hold the rate rather than cut again.
+		// Just cut, or draining since: hold the rate rather than cut again. A period that
+		// kept up all the same counts as sustained, so that a stall right after a cut does
+		// not take the rate down to what the stalled period published.
+		if !behind && published >= shortfall*c.rate {
+			c.sustained = published
+		}
 	case behind:
 		// Go under the rate last sustained, or under what the consumers read if nothing was
 		// sustained since the last cut, and further under by what drains the excess over a
@@ -100,8 +109,11 @@ func (c *RateController) Next(p RatePeriod) float64 {
 		drain := min(maxDrainShare*base, (float64(p.Backlog)-allowance)/(drainPeriods*secs))
 		c.cut(published, underAchieved*base-drain)
 	case published < shortfall*c.rate:
-		// The producers (or the broker behind them) could not reach the target.
-		c.cut(published, underAchieved*published)
+		// The producers (or the broker behind them) could not reach the target. A stall of a
+		// moment looks the same as a ceiling, so the cut goes under the rate last sustained
+		// if that is higher than what they published, and what failed is the target, not the
+		// stalled period's rate: the climb goes back towards it.
+		c.cut(c.rate, underAchieved*max(c.sustained, published))
 	default:
 		c.sustained = published
 		if c.failed > 0 && published >= c.failed {
@@ -120,9 +132,9 @@ func (c *RateController) Next(p RatePeriod) float64 {
 	return c.rate
 }
 
-// cut records a period in which published fell short, and sets the rate to target.
-func (c *RateController) cut(published, target float64) {
-	c.failed, c.sustained = published, 0
+// cut records a period in which the rate failed fell short, and sets the rate to target.
+func (c *RateController) cut(failed, target float64) {
+	c.failed, c.sustained = failed, 0
 	c.rate = target
 	c.step = minStep
 	c.settling = true

@@ -16,9 +16,14 @@ type system struct {
 	shared                 float64
 	// noise varies the consumers' capacity from period to period by up to this fraction
 	// either way (GC, scheduling), drawn from rng.
-	noise   float64
-	rng     *rand.Rand
-	backlog float64
+	noise float64
+	rng   *rand.Rand
+	// stallEvery, when set, makes every stallEvery-th period one in which the producers reach
+	// only stallShare of their capacity (a pause in the broker or the client).
+	stallEvery int
+	stallShare float64
+	periods    int
+	backlog    float64
 }
 
 // capacity is the highest rate both sides sustain.
@@ -28,7 +33,12 @@ func (s *system) capacity() float64 {
 
 // period runs one second at rate and returns what the controller would see.
 func (s *system) period(rate float64) RatePeriod {
-	published := min(rate, s.produceCap)
+	s.periods++
+	produceCap := s.produceCap
+	if s.stallEvery > 0 && s.periods%s.stallEvery == 0 {
+		produceCap *= s.stallShare
+	}
+	published := min(rate, produceCap)
 	consumeCap := s.consumeCap
 	if s.noise > 0 {
 		consumeCap *= 1 + s.noise*(2*s.rng.Float64()-1)
@@ -46,20 +56,29 @@ func TestRateControllerSettles(t *testing.T) {
 		name                   string
 		produceCap, consumeCap float64
 		shared, noise          float64
+		stallEvery             int
+		stallShare             float64
+		// least is the lowest mean published, as a share of the capacity, that passes.
+		least float64
 	}{
-		{"consumer-bound", 900_000, 350_000, 0, 0},
-		{"producer-bound", 200_000, 800_000, 0, 0},
-		{"slow system", 4_000, 3_000, 0, 0},
-		{"equal", 500_000, 500_000, 0, 0},
+		{"consumer-bound", 900_000, 350_000, 0, 0, 0, 0, 0.93},
+		{"producer-bound", 200_000, 800_000, 0, 0, 0, 0, 0.93},
+		{"slow system", 4_000, 3_000, 0, 0, 0, 0, 0.93},
+		{"equal", 500_000, 500_000, 0, 0, 0, 0, 0.93},
 		// ringbroker's run of 2026-12-05: the consumer read 672k rec/s while producers
 		// published 325k and 360k while they published 700k.
-		{"shared cores", 700_000, 942_000, 0.83, 0},
-		{"shared cores, noisy", 700_000, 942_000, 0.83, 0.1},
+		{"shared cores", 700_000, 942_000, 0.83, 0, 0, 0, 0.93},
+		{"shared cores, noisy", 700_000, 942_000, 0.83, 0.1, 0, 0, 0.93},
+		// Kafka's first round at 11:51 on 2026-12-05: producers that published 96k and then
+		// 61k rec/s for a period at targets of 131k and 95k. Every ninth period here the
+		// producers reach 40 % of their capacity, so at best the mean is 93.3 % of it; the
+		// search must come back after each stall rather than climb again from its low.
+		{"producer stalls", 300_000, 900_000, 0, 0, 9, 0.4, 0.88},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			sys := &system{produceCap: tt.produceCap, consumeCap: tt.consumeCap, shared: tt.shared,
-				noise: tt.noise, rng: rand.New(rand.NewPCG(1, 2))}
+				noise: tt.noise, rng: rand.New(rand.NewPCG(1, 2)), stallEvery: tt.stallEvery, stallShare: tt.stallShare}
 			c := NewRateController()
 			if c.Rate() != InitialSearchRate {
 				t.Fatalf("first target %v, want %v", c.Rate(), InitialSearchRate)
@@ -78,8 +97,8 @@ func TestRateControllerSettles(t *testing.T) {
 			}
 			mean := sum / measured
 			t.Logf("mean %.0f rec/s (%.1f%% of the capacity), worst backlog %.3f s", mean, 100*mean/capacity, worstBacklog)
-			if mean < 0.93*capacity || mean > 1.01*capacity {
-				t.Errorf("mean published %.0f rec/s after warmup, want within 93-101%% of the capacity %.0f", mean, capacity)
+			if mean < tt.least*capacity || mean > 1.01*capacity {
+				t.Errorf("mean published %.0f rec/s after warmup, want within %.0f-101%% of the capacity %.0f", mean, 100*tt.least, capacity)
 			}
 			if worstBacklog > 0.6 {
 				t.Errorf("backlog reached %.2f s of the capacity after warmup, want under 0.6 s", worstBacklog)
@@ -126,9 +145,17 @@ func TestRateControllerRules(t *testing.T) {
 	next("consumers starved", RatePeriod{Length: sec, Published: 30_000, Consumed: 5_000, Backlog: 25_000},
 		0.95*20_454-0.25*20_454)
 	next("after a cut", keptUp(10_000), 0.7*20_454)
-	// Producers short of the target: 0.95 of what they published, then a period held.
+	// Producers short of the target (14318) with nothing sustained since the last cut: 0.95
+	// of what they published, then a period held.
 	next("producers short", RatePeriod{Length: sec, Published: 10_000, Consumed: 10_000}, 9_500)
-	next("after a cut, held", RatePeriod{Length: sec, Published: 10, Consumed: 10}, 9_500)
+	next("after a cut, held", keptUp(9_500), 9_500)
+	// The held period kept up, so it counts as sustained: the climb goes halfway to the
+	// target that failed, not to what the short period published.
+	next("climb towards the missed target", keptUp(9_500), (9_500+0.7*20_454)/2)
+	// A stall after a sustained period: under the rate last sustained (9500), not under the
+	// stall's 2000.
+	next("producers stalled", RatePeriod{Length: sec, Published: 2_000, Consumed: 2_000}, 0.95*9_500)
+	next("after a cut, held", RatePeriod{Length: sec, Published: 10, Consumed: 10}, 0.95*9_500)
 	// Never under the floor, and a period of no length changes nothing.
 	next("nothing published", RatePeriod{Length: sec, Published: 10, Consumed: 10}, minSearchRate)
 	next("empty period", RatePeriod{}, minSearchRate)
