@@ -69,10 +69,10 @@ func TestRateControllerSettles(t *testing.T) {
 		// published 325k and 360k while they published 700k.
 		{"shared cores", 700_000, 942_000, 0.83, 0, 0, 0, 0.93},
 		{"shared cores, noisy", 700_000, 942_000, 0.83, 0.1, 0, 0, 0.93},
-		// Kafka's first round at 11:51 on 2026-12-05: producers that published 96k and then
-		// 61k rec/s for a period at targets of 131k and 95k. Every ninth period here the
-		// producers reach 40 % of their capacity, so at best the mean is 93.3 % of it; the
-		// search must come back after each stall rather than climb again from its low.
+		// Producers that stall for a period now and then (a pause in the broker or a client):
+		// every ninth period here they reach 40 % of their capacity, so at best the mean is
+		// 93.3 % of it; the search must come back after each stall rather than climb again
+		// from its low by the smallest steps.
 		{"producer stalls", 300_000, 900_000, 0, 0, 9, 0.4, 0.88},
 	}
 	for _, tt := range tests {
