@@ -194,6 +194,9 @@ type runner struct {
 // (wrapping the run's abort context, which fails the record when the drain time is up), so
 // the promise finds the intended send time in memory it touches anyway rather than by
 // reading the stamp back from a value buffer that went cold while the record was queued.
+// The context is set once, when the pendingRecord is new, and never cleared: kgo may still
+// ask a record's context for Done after its promise ran (the goroutine that waits for a new
+// topic's partitions holds the first record's), so it must not change under kgo.
 type pendingRecord struct {
 	context.Context
 	rec      kgo.Record
@@ -600,7 +603,10 @@ func (r *runner) produce(sendCtx, abortCtx context.Context, p producer) {
 			break
 		}
 		pr := r.sends.Get().(*pendingRecord)
-		pr.Context, pr.intended = abortCtx, intended
+		if pr.Context == nil {
+			pr.Context = abortCtx
+		}
+		pr.intended = intended
 		PutStamp(pr.value, intended)
 		pr.rec = kgo.Record{Topic: p.topic, Value: pr.value, Context: pr}
 		rec := &pr.rec
@@ -689,7 +695,7 @@ func (r *runner) onAck(rec *kgo.Record, err error) {
 			r.pub.record(r.inWindow(intended), now.Sub(intended), len(rec.Value))
 		}
 	}
-	pr.rec, pr.Context = kgo.Record{}, nil
+	pr.rec = kgo.Record{}
 	r.sends.Put(pr)
 }
 
