@@ -1,10 +1,12 @@
 package bench
 
 import (
+	"errors"
 	"math"
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseProcStatCPU(t *testing.T) {
@@ -117,5 +119,30 @@ func TestReadMachine(t *testing.T) {
 	}
 	if s.TotalSeconds <= 0 || s.BusySeconds <= 0 || s.BusySeconds > s.TotalSeconds || s.Cores < 1 {
 		t.Fatalf("machine %+v; want 0 < busy <= total", s)
+	}
+}
+
+func TestMachineWindow(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	var w machineWindow
+	w.add(t0, MachineSample{BusySeconds: 10, TotalSeconds: 40, Cores: 2}, 3, nil)
+	w.add(t0.Add(10*time.Second), MachineSample{BusySeconds: 25, TotalSeconds: 60, Cores: 2}, 8, nil)
+	w.add(t0.Add(20*time.Second), MachineSample{}, 0, errors.New("ignored: the window is full"))
+	u := w.usage()
+	if u == nil || u.Cores != 2 || math.Abs(u.BusyCores-1.5) > 1e-9 || math.Abs(u.ClientCores-0.5) > 1e-9 {
+		t.Fatalf("usage %+v, want 2 cores, 1.5 busy, ringbench 0.5", u)
+	}
+
+	var failed machineWindow
+	failed.add(t0, MachineSample{}, 0, errors.New("no /proc"))
+	failed.add(t0.Add(10*time.Second), MachineSample{BusySeconds: 1, TotalSeconds: 2, Cores: 2}, 1, nil)
+	failed.add(t0.Add(20*time.Second), MachineSample{BusySeconds: 2, TotalSeconds: 4, Cores: 2}, 2, nil)
+	if u := failed.usage(); u != nil {
+		t.Fatalf("usage %+v after a failed first reading, want none", u)
+	}
+	var half machineWindow
+	half.add(t0, MachineSample{BusySeconds: 1, TotalSeconds: 2, Cores: 2}, 1, nil)
+	if u := half.usage(); u != nil {
+		t.Fatalf("usage %+v from one reading, want none", u)
 	}
 }

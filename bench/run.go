@@ -383,23 +383,31 @@ type machineWindow struct {
 	client  [2]float64
 }
 
-// sample takes the next reading; a failed one is noted and leaves the window without usage.
+// sample takes the next reading from /proc; a failed one is noted and leaves the window
+// without usage.
 func (m *machineWindow) sample(r *runner, now time.Time) {
-	if m.n == len(m.at) {
-		return
-	}
 	machine, err := ReadMachine()
+	var self ProcSample
 	if err == nil {
-		var self ProcSample
 		self, err = ReadProc(os.Getpid())
-		m.client[m.n] = self.CPUSeconds
 	}
 	if err != nil {
 		r.noteErr("machine sample", err)
+	}
+	m.add(now, machine, self.CPUSeconds, err)
+}
+
+// add records a reading taken at now, or the error that took its place. Readings past the
+// second, or after a failed one, are ignored.
+func (m *machineWindow) add(now time.Time, machine MachineSample, clientSeconds float64, err error) {
+	if m.n >= len(m.at) {
+		return
+	}
+	if err != nil {
 		m.n = len(m.at) + 1
 		return
 	}
-	m.at[m.n], m.machine[m.n] = now, machine
+	m.at[m.n], m.machine[m.n], m.client[m.n] = now, machine, clientSeconds
 	m.n++
 }
 
