@@ -137,7 +137,7 @@ func ReadMachine() (MachineSample, error) {
 
 // parseProcStatMachine reads the aggregate "cpu" line of /proc/stat (user, nice, system, idle,
 // iowait, irq, softirq and steal ticks; guest time is already inside user) and counts the
-// per-core lines after it.
+// per-core "cpuN" lines.
 func parseProcStatMachine(stat []byte) (MachineSample, error) {
 	var s MachineSample
 	found := false
