@@ -90,6 +90,7 @@ func (c *RateController) Next(p RatePeriod) float64 {
 	allowance := max(minBacklogAllowance, c.rate*lagAllowance.Seconds())
 	consumed, published := float64(p.Consumed)/secs, float64(p.Published)/secs
 	behind, growing := float64(p.Backlog) > allowance, p.Backlog > c.backlog
+	short := published < shortfall*c.rate
 	c.backlog = p.Backlog
 	settling := c.settling
 	c.settling = false
@@ -98,7 +99,7 @@ func (c *RateController) Next(p RatePeriod) float64 {
 		// Just cut, or draining since: hold the rate rather than cut again. A period that
 		// kept up all the same counts as sustained, so that a stall right after a cut does
 		// not take the rate down to what the stalled period published.
-		if !behind && published >= shortfall*c.rate {
+		if !behind && !short {
 			c.sustained = published
 		}
 	case behind:
@@ -108,7 +109,7 @@ func (c *RateController) Next(p RatePeriod) float64 {
 		base := max(c.sustained, consumed)
 		drain := min(maxDrainShare*base, (float64(p.Backlog)-allowance)/(drainPeriods*secs))
 		c.cut(published, underAchieved*base-drain)
-	case published < shortfall*c.rate:
+	case short:
 		// The producers (or the broker behind them) could not reach the target. A stall of a
 		// moment looks the same as a ceiling, so the cut goes under the rate last sustained
 		// if that is higher than what they published, and what failed is the target, not the
