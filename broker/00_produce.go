@@ -24,10 +24,12 @@ package broker
 // returns at once and the flusher goroutine sends the response (KAFKA_STORAGE_ERROR for a
 // partition whose fsync failed); acks=0 starts the fsync without waiting. A partition whose log
 // dir is offline is KAFKA_STORAGE_ERROR, and an append that fails in the file system takes its
-// dir offline (logdirs.go). v13 names topics by id. Runs on a handler worker; the record bytes
-// are the request frame itself, stamped in place and written from there, unless the topic's
-// compression.type asks for another codec than the batch's: then the batch is rewritten in
-// that codec first (recompress.go).
+// dir offline (logdirs.go). v13 names topics by id. Runs on a handler worker, or on the
+// io_uring thread that read it (io.inline.requests) as long as each append is only a write to
+// the page cache (log.TryAppend), handing the rest to a worker from the first that is not
+// (produceRun). The record bytes are the request frame itself, stamped in place and written
+// from there, unless the topic's compression.type asks for another codec than the batch's:
+// then the batch is rewritten in that codec first (recompress.go).
 
 import (
 	"errors"
@@ -50,7 +52,7 @@ import (
 )
 
 var produceAPI = &api{key: kmsg.Produce, minVersion: 3, advertiseFromZero: true, maxVersion: 13,
-	decode: decodeProduce, handle: handleProduce}
+	decode: decodeProduce, handle: handleProduce, inline: true}
 
 // decodeProduce decodes into the request rc keeps, reusing its slices.
 func decodeProduce(rc *reqCtx, body []byte) (kmsg.Request, error) {
@@ -62,115 +64,88 @@ func decodeProduce(rc *reqCtx, body []byte) (kmsg.Request, error) {
 
 func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.ProduceRequest)
+	if rc.onLoop && req.TransactionID != nil {
+		// Verifying a transaction's partitions waits for its coordinator.
+		rc.onLoop = false
+		rc.cs.handOff(func() { handleProduce(b, rc, req) })
+		return
+	}
+	pr := &rc.produceRun
+	*pr = produceRun{b: b, rc: rc, req: req, resp: &rc.produceResp, waits: pr.waits[:0]}
 	// The response is built in the one rc keeps, over the slices of its last use.
-	resp := &rc.produceResp
-	topics := resp.Topics[:0]
-	*resp = kmsg.NewProduceResponse()
-	resp.Topics = topics
-	tbl := b.parts.Load()
-	im := b.meta.Image()
-	anyErr := false
-	validAcks := req.Acks == 0 || req.Acks == 1 || req.Acks == -1
+	topics := pr.resp.Topics[:0]
+	*pr.resp = kmsg.NewProduceResponse()
+	pr.resp.Topics = topics
+	pr.tbl = b.parts.Load()
+	pr.im = b.meta.Image()
+	pr.validAcks = req.Acks == 0 || req.Acks == 1 || req.Acks == -1
 	z := rc.authorizer()
 	// As Kafka's KafkaApis: transactional records need a transactional id the principal may
 	// WRITE, else every partition fails; each topic needs WRITE.
-	txnRefused := (req.TransactionID == nil || z.on()) && hasTransactionalRecords(req) &&
+	pr.txnRefused = (req.TransactionID == nil || z.on()) && hasTransactionalRecords(req) &&
 		(req.TransactionID == nil || !z.may(acl.OpWrite, acl.ResourceTransactionalID, *req.TransactionID))
-	writable := z.topicChecks(acl.OpWrite)
-	var unverified map[*kmsg.ProduceRequestTopicPartition]*kerr.Error
-	if !txnRefused {
-		unverified = b.verifyTxnPartitions(req, im, tbl, &writable)
+	pr.writable = z.topicChecks(acl.OpWrite)
+	if !pr.txnRefused {
+		pr.unverified = b.verifyTxnPartitions(req, pr.im, pr.tbl, &pr.writable)
 	}
-	now := time.Now()
-	leased := b.leaseHeld(now)
-	var waits []produceWait
-	for i := range req.Topics {
-		rt := &req.Topics[i]
-		// Within capacity the grown element keeps the memory of its last use: its partitions.
-		resp.Topics = slices.Grow(resp.Topics, 1)[:i+1]
-		st := &resp.Topics[i]
-		parts := st.Partitions[:0]
-		*st = kmsg.NewProduceResponseTopic()
-		st.Topic = rt.Topic
-		st.TopicID = rt.TopicID
-		st.Partitions = parts
-		var topic *meta.Topic
-		if req.Version >= 13 {
-			topic = im.TopicsByID[meta.UUID(rt.TopicID)]
-		} else {
-			topic = im.Topics[rt.Topic]
+	pr.now = time.Now()
+	pr.leased = b.leaseHeld(pr.now)
+	if pr.appendAll() {
+		pr.finish()
+	}
+}
+
+// produceRun is one Produce request under way: what is worked out once per request, and the
+// topic and partition it has got to, so that a request begun on the event loop can go on
+// from the partition whose append would block there, on a handler worker. A reqCtx keeps
+// one, with the memory of its last use.
+type produceRun struct {
+	b    *Broker
+	rc   *reqCtx
+	req  *kmsg.ProduceRequest
+	resp *kmsg.ProduceResponse
+
+	tbl                                   *partitionTable
+	im                                    *meta.Image
+	validAcks, txnRefused, leased, anyErr bool
+	writable                              topicNames
+	unverified                            map[*kmsg.ProduceRequestTopicPartition]*kerr.Error
+	now                                   time.Time
+	waits                                 []produceWait
+
+	// ti and pi index the topic and partition to append next; topic, denied and limits are
+	// the topic's, set when its first partition is reached.
+	ti, pi int
+	topic  *meta.Topic
+	denied bool
+	limits produceLimits
+}
+
+// appendAll appends (or fails) the partitions from the current one on, filling in their
+// response. It reports false when it handed the rest of the request to a worker: on the event
+// loop, where an append would block.
+func (pr *produceRun) appendAll() bool {
+	req, resp := pr.req, pr.resp
+	for ; pr.ti < len(req.Topics); pr.ti, pr.pi = pr.ti+1, 0 {
+		rt := &req.Topics[pr.ti]
+		if pr.pi == 0 {
+			pr.beginTopic(rt)
 		}
-		name := rt.Topic
-		if topic != nil {
-			name = topic.Name
-		}
-		denied := (topic != nil || req.Version < 13) && !writable.may(name)
-		var limits produceLimits
-		if topic != nil && !denied {
-			limits = b.produceLimitsOf(topic)
-		}
-		for j := range rt.Partitions {
-			rp := &rt.Partitions[j]
-			st.Partitions = slices.Grow(st.Partitions, 1)[:j+1]
-			sp := &st.Partitions[j]
+		st := &resp.Topics[pr.ti]
+		for ; pr.pi < len(rt.Partitions); pr.pi++ {
+			rp := &rt.Partitions[pr.pi]
+			st.Partitions = slices.Grow(st.Partitions, 1)[:pr.pi+1]
+			sp := &st.Partitions[pr.pi]
 			*sp = kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
-			var code *kerr.Error
-			var msg string
-			switch {
-			case txnRefused:
-				code = kerr.TransactionalIDAuthorizationFailed
-			case topic == nil && req.Version >= 13:
-				code = kerr.UnknownTopicID
-			case denied:
-				code = kerr.TopicAuthorizationFailed
-			case !validAcks:
-				code = kerr.InvalidRequiredAcks
-			case topic == nil:
-				code = kerr.UnknownTopicOrPartition
-			default:
-				p := tbl.leaderID(topic.ID, rp.Partition)
-				if p == nil {
-					switch {
-					case tbl.offlineAt(topic.ID, rp.Partition):
-						code, msg = kerr.KafkaStorageError, "the log dir of this partition is offline"
-					case rp.Partition >= 0 && int(rp.Partition) < len(topic.Partitions):
-						code = kerr.NotLeaderForPartition
-					default:
-						code = kerr.UnknownTopicOrPartition
-					}
-					break
-				}
-				if !leased {
-					code, msg = kerr.NotLeaderForPartition, "This broker has not reached the controller for broker.session.timeout.ms and may have been fenced"
-					break
-				}
-				if st := p.state(); req.Acks == -1 && len(st.isr) < st.minISR {
-					code, msg = kerr.NotEnoughReplicas, "The size of the current ISR "+strconv.Itoa(len(st.isr))+" is insufficient to satisfy the min.isr requirement of "+strconv.Itoa(st.minISR)
-					break
-				}
-				if code = unverified[rp]; code != nil {
-					msg = "the transaction coordinator did not verify this partition in the producer's transaction"
-					break
-				}
-				if p.offline() {
-					code, msg = kerr.KafkaStorageError, "the log dir of this partition is offline"
-					break
-				}
-				var upto int64
-				code, msg, upto = b.appendToPartition(p, &limits, rp.Records, req.Version, now, sp)
-				if code != nil {
-					break
-				}
-				if p.log().GroupCommit() {
-					waits = append(waits, produceWait{topic: i, partition: j, p: p, upto: upto, fsync: true})
-				}
-				if req.Acks == -1 && p.highWatermark() < upto {
-					waits = append(waits, produceWait{topic: i, partition: j, p: p, upto: upto})
-				}
+			code, msg, blocked := pr.appendPartition(rp, sp)
+			if blocked {
+				pr.rc.onLoop = false
+				pr.rc.cs.handOff(pr.resume)
+				return false
 			}
 			if code != nil {
-				anyErr = true
+				pr.anyErr = true
 				sp.ErrorCode = code.Code
 				if msg != "" && req.Version >= 8 {
 					sp.ErrorMessage = kmsg.StringPtr(msg)
@@ -178,13 +153,105 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 			}
 		}
 	}
+	return true
+}
+
+// resume goes on with the request on a handler worker.
+func (pr *produceRun) resume() {
+	if pr.appendAll() {
+		pr.finish()
+	}
+}
+
+// beginTopic starts the response of topic rt and looks up what its partitions share.
+func (pr *produceRun) beginTopic(rt *kmsg.ProduceRequestTopic) {
+	resp := pr.resp
+	// Within capacity the grown element keeps the memory of its last use: its partitions.
+	resp.Topics = slices.Grow(resp.Topics, 1)[:pr.ti+1]
+	st := &resp.Topics[pr.ti]
+	parts := st.Partitions[:0]
+	*st = kmsg.NewProduceResponseTopic()
+	st.Topic = rt.Topic
+	st.TopicID = rt.TopicID
+	st.Partitions = parts
+	if pr.req.Version >= 13 {
+		pr.topic = pr.im.TopicsByID[meta.UUID(rt.TopicID)]
+	} else {
+		pr.topic = pr.im.Topics[rt.Topic]
+	}
+	name := rt.Topic
+	if pr.topic != nil {
+		name = pr.topic.Name
+	}
+	pr.denied = (pr.topic != nil || pr.req.Version < 13) && !pr.writable.may(name)
+	pr.limits = produceLimits{}
+	if pr.topic != nil && !pr.denied {
+		pr.limits = pr.b.produceLimitsOf(pr.topic)
+	}
+}
+
+// appendPartition appends rp's records, or says why not; blocked reports that, on the event
+// loop, the append would block and nothing was done.
+func (pr *produceRun) appendPartition(rp *kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition) (code *kerr.Error, msg string, blocked bool) {
+	b, req, topic := pr.b, pr.req, pr.topic
+	switch {
+	case pr.txnRefused:
+		return kerr.TransactionalIDAuthorizationFailed, "", false
+	case topic == nil && req.Version >= 13:
+		return kerr.UnknownTopicID, "", false
+	case pr.denied:
+		return kerr.TopicAuthorizationFailed, "", false
+	case !pr.validAcks:
+		return kerr.InvalidRequiredAcks, "", false
+	case topic == nil:
+		return kerr.UnknownTopicOrPartition, "", false
+	}
+	p := pr.tbl.leaderID(topic.ID, rp.Partition)
+	if p == nil {
+		switch {
+		case pr.tbl.offlineAt(topic.ID, rp.Partition):
+			return kerr.KafkaStorageError, "the log dir of this partition is offline", false
+		case rp.Partition >= 0 && int(rp.Partition) < len(topic.Partitions):
+			return kerr.NotLeaderForPartition, "", false
+		}
+		return kerr.UnknownTopicOrPartition, "", false
+	}
+	if !pr.leased {
+		return kerr.NotLeaderForPartition, "This broker has not reached the controller for broker.session.timeout.ms and may have been fenced", false
+	}
+	if st := p.state(); req.Acks == -1 && len(st.isr) < st.minISR {
+		return kerr.NotEnoughReplicas, "The size of the current ISR " + strconv.Itoa(len(st.isr)) + " is insufficient to satisfy the min.isr requirement of " + strconv.Itoa(st.minISR), false
+	}
+	if code := pr.unverified[rp]; code != nil {
+		return code, "the transaction coordinator did not verify this partition in the producer's transaction", false
+	}
+	if p.offline() {
+		return kerr.KafkaStorageError, "the log dir of this partition is offline", false
+	}
+	code, msg, upto, blocked := b.appendToPartition(p, &pr.limits, rp.Records, req.Version, pr.now, sp, pr.rc.onLoop)
+	if code != nil || blocked {
+		return code, msg, blocked
+	}
+	if p.log().GroupCommit() {
+		pr.waits = append(pr.waits, produceWait{topic: pr.ti, partition: pr.pi, p: p, upto: upto, fsync: true})
+	}
+	if req.Acks == -1 && p.highWatermark() < upto {
+		pr.waits = append(pr.waits, produceWait{topic: pr.ti, partition: pr.pi, p: p, upto: upto})
+	}
+	return nil, "", false
+}
+
+// finish answers the request once every partition is appended or failed: at once, after the
+// waits (acks=all, group commit), or not at all (acks=0).
+func (pr *produceRun) finish() {
+	b, rc, req, resp, waits := pr.b, pr.rc, pr.req, pr.resp, pr.waits
 	if req.Acks == 0 {
 		for _, w := range waits {
 			if w.fsync {
 				w.p.log().SyncAsync(w.upto, b.afterSync(w.p))
 			}
 		}
-		if anyErr {
+		if pr.anyErr {
 			rc.closeConn()
 			return
 		}
@@ -192,6 +259,8 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 		return
 	}
 	if len(waits) > 0 {
+		// The waits outlive the run, which rc reuses for its next request.
+		waits = slices.Clone(waits)
 		// The topic names alias the request frame, which lives until the response is encoded.
 		fail := func(i int, code *kerr.Error, msg string) {
 			sp := &resp.Topics[waits[i].topic].Partitions[waits[i].partition]
@@ -354,24 +423,32 @@ func (b *Broker) produceLimitsOf(topic *meta.Topic) produceLimits {
 
 // appendToPartition validates and appends one partition's records and fills sp. upto is the
 // offset after the batch: what the high watermark must reach for acks=all.
-func (b *Broker) appendToPartition(p *partition, limits *produceLimits, records []byte, version int16, now time.Time, sp *kmsg.ProduceResponseTopicPartition) (code *kerr.Error, msg string, upto int64) {
+//
+// onLoop (the event loop, where nothing may block) appends only what is a write to the page
+// cache: it reports blocked, having changed nothing, where the partition is busy with another
+// append, the append would roll, flush or allocate (log.TryAppend), or the batch needs
+// recompressing.
+func (b *Broker) appendToPartition(p *partition, limits *produceLimits, records []byte, version int16, now time.Time, sp *kmsg.ProduceResponseTopicPartition, onLoop bool) (code *kerr.Error, msg string, upto int64, blocked bool) {
+	batch := wire.Batch(records)
+	if onLoop && limits.recompress && len(batch) >= recordbatch.HeaderSize && batch.Codec() != limits.codec {
+		return nil, "", 0, true
+	}
 	_, err := wire.ValidateProduce(records, version, limits.maxBytes)
 	if err != nil {
 		var be *wire.BatchError
 		if errors.As(err, &be) {
-			return be.Code, err.Error(), 0
+			return be.Code, err.Error(), 0, false
 		}
-		return kerr.CorruptMessage, err.Error(), 0
+		return kerr.CorruptMessage, err.Error(), 0, false
 	}
 	if limits.compacted {
 		if code, msg := b.checkCompactedKeys(p.topic, p.index, records); code != nil {
-			return code, msg, 0
+			return code, msg, 0, false
 		}
 	}
-	batch := wire.Batch(records)
 	if limits.recompress && batch.Codec() != limits.codec {
 		if batch, code, msg = b.recompress(batch, limits.codec, limits.level, limits.maxBytes); code != nil {
-			return code, msg, 0
+			return code, msg, 0, false
 		}
 		records = batch
 	}
@@ -379,14 +456,26 @@ func (b *Broker) appendToPartition(p *partition, limits *produceLimits, records 
 	if logAppendTime {
 		batch.SetLogAppendTime(now.UnixMilli())
 	} else if code, msg := checkTimestamps(limits, batch, now); code != nil {
-		return code, msg, 0
+		return code, msg, 0, false
 	}
-	p.appendMu.Lock()
-	res, err := p.log().Append(records)
-	p.appendMu.Unlock()
+	var res rlog.AppendResult
+	if onLoop {
+		if !p.appendMu.TryLock() {
+			return nil, "", 0, true
+		}
+		res, err = p.log().TryAppend(records)
+		p.appendMu.Unlock()
+		if errors.Is(err, rlog.ErrWouldBlock) {
+			return nil, "", 0, true
+		}
+	} else {
+		p.appendMu.Lock()
+		res, err = p.log().Append(records)
+		p.appendMu.Unlock()
+	}
 	if err != nil {
 		b.noteStorageError(p.dir.Load(), err)
-		return appendErrorCode(err), err.Error(), 0
+		return appendErrorCode(err), err.Error(), 0, false
 	}
 	sp.BaseOffset = res.BaseOffset
 	sp.LogStartOffset = res.LogStartOffset
@@ -399,7 +488,7 @@ func (b *Broker) appendToPartition(p *partition, limits *produceLimits, records 
 		p.afterLeaderAppend(b.cfg.NodeID)
 		p.wakeWaiters()
 	}
-	return nil, "", res.LastOffset + 1
+	return nil, "", res.LastOffset + 1, false
 }
 
 // hasTransactionalRecords reports whether a partition of req starts with a transactional

@@ -26,7 +26,7 @@ import (
 	"ringbroker/broker/meta"
 )
 
-var metadataAPI = &api{key: kmsg.Metadata, minVersion: 0, maxVersion: 13, keepsRequest: true, handle: handleMetadata}
+var metadataAPI = &api{key: kmsg.Metadata, minVersion: 0, maxVersion: 13, keepsRequest: true, handle: handleMetadata, inline: true}
 
 func handleMetadata(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.MetadataRequest)

@@ -22,7 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-var apiVersionsAPI = &api{key: kmsg.ApiVersions, minVersion: 0, maxVersion: 5, handle: handleAPIVersions}
+var apiVersionsAPI = &api{key: kmsg.ApiVersions, minVersion: 0, maxVersion: 5, handle: handleAPIVersions, inline: true}
 
 // clientSoftwarePattern is Kafka's rule for ClientSoftwareName and ClientSoftwareVersion.
 var clientSoftwarePattern = regexp.MustCompile(`^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$`)

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"encoding/binary"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -28,6 +29,10 @@ type api struct {
 	// handle runs on a handler worker and may block; it must eventually complete rc exactly
 	// once (respond, respondPieces, noResponse or closeConn), before or after it returns.
 	handle func(b *Broker, rc *reqCtx, req kmsg.Request)
+	// inline says handle may also run on an event loop thread that connections share
+	// (io.inline.requests): it never blocks there, or hands the request off to a worker first
+	// (rc.onLoop, connState.handOff).
+	inline bool
 }
 
 // servedAPIs lists the broker's own APIs, in key order; each entry is defined in the file named by
@@ -100,6 +105,15 @@ func newAPITable(telemetryReceiver bool) *apiTable {
 		t[kmsg.GetTelemetrySubscriptions], t[kmsg.PushTelemetry] = nil, nil
 	}
 	return &t
+}
+
+// runsInline reports whether the request in frame is of an API that may run on the event loop.
+func (t *apiTable) runsInline(frame []byte) bool {
+	if len(frame) < 2 {
+		return false
+	}
+	a := t.lookup(int16(binary.BigEndian.Uint16(frame)))
+	return a != nil && a.inline
 }
 
 // lookup returns the API for key, or nil when it is not served.

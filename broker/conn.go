@@ -26,10 +26,11 @@ const fillMinBytes = 16 << 10
 // other connections queued on it have a turn.
 const requestBudget = 16
 
-// connHandler adapts the broker to ring.Handler. On the event loop it only splits the stream
-// into frames, each received into a buffer of its own from the request memory pool, and queues
-// them; handler workers decode and run them, one request of a connection at a time, and
-// responses go out in request order.
+// connHandler adapts the broker to ring.Handler. On the event loop it splits the stream into
+// frames, each received into a buffer of its own from the request memory pool, and queues them;
+// handler workers decode and run them, one request of a connection at a time, and responses go
+// out in request order. On an io_uring thread (io.inline.requests) a request of an API that
+// cannot block there runs at once on the loop, when nothing of its connection is queued.
 type connHandler struct {
 	b        *Broker
 	listener *listenerSec
@@ -53,6 +54,12 @@ type connState struct {
 	// apis are the APIs the listener serves; controller is set on the controller listener.
 	apis       *apiTable
 	controller bool
+	// inline: requests of inline APIs may run on the event loop that read them
+	// (io.inline.requests on a thread shared by connections).
+	inline bool
+	// loopYielded is set by handOff while the event loop runs the connection's turn; only the
+	// loop reads and clears it.
+	loopYielded bool
 	// software is the client's name and version from its ApiVersions (KIP-511), which client
 	// metrics subscriptions may match on; nil until a valid one of v3 or later.
 	software atomic.Pointer[clientSoftware]
@@ -123,6 +130,7 @@ func (h *connHandler) OnOpen(c ring.Conn) {
 	cs := &connState{b: b, c: c, pending: map[uint64]outgoing{}, maxInflight: int32(b.cfg.MaxInflightPerConn), listener: h.listener,
 		apis: h.apis, controller: h.controller}
 	cs.resume = c.Resume
+	cs.inline = b.cfg.InlineRequests && c.Shared()
 	cs.alloc = func(n int) []byte { return b.reqPool.GetOrWait(n, cs.resume) }
 	cs.auth = newConnAuth(h.listener, h.listener.tlsPrincipal(c.TLS()))
 	maxFrame := int32(b.cfg.SocketRequestMax)
@@ -256,20 +264,52 @@ func (cs *connState) onFrame(frame []byte) error {
 	schedule := !cs.scheduled
 	cs.scheduled = true
 	cs.qmu.Unlock()
-	if schedule {
+	// Counted before it runs: an inline request may be answered before this returns.
+	cs.inflight.Add(1)
+	switch {
+	case !schedule:
+	case cs.inline && cs.apis.runsInline(frame):
+		cs.runTurn(true)
+	default:
 		cs.b.handlers.dispatch(cs.c.Loop(), cs.c.ID(), cs)
 	}
-	if cs.inflight.Add(1) >= cs.maxInflight {
+	if cs.inflight.Load() >= cs.maxInflight {
 		return wire.ErrStopFeed
 	}
 	return nil
+}
+
+// handOff moves the rest of the request the event loop is running, rest, to a handler worker,
+// where the connection's turn goes on once rest has run: for a request that finds it would
+// block after all. Only a handler running on the loop (reqCtx.onLoop) calls it.
+func (cs *connState) handOff(rest func()) {
+	cs.loopYielded = true
+	cs.b.handlers.dispatch(cs.c.Loop(), cs.c.ID(), &resumeTask{cs: cs, rest: rest})
+}
+
+// resumeTask is a request handed off by the event loop and the rest of its connection's turn.
+type resumeTask struct {
+	node mpsc.Node[task]
+	cs   *connState
+	rest func()
+}
+
+func (t *resumeTask) queueNode() *mpsc.Node[task] { return &t.node }
+
+func (t *resumeTask) run() {
+	t.rest()
+	t.cs.run()
 }
 
 func (cs *connState) queueNode() *mpsc.Node[task] { return &cs.node }
 
 // run is the worker's turn with this connection: its queued requests in order, up to a
 // budget, then back in line if more are left.
-func (cs *connState) run() {
+func (cs *connState) run() { cs.runTurn(false) }
+
+// runTurn runs the connection's queued requests, on a worker or (onLoop) on the event loop,
+// where the turn ends early if a request hands itself off.
+func (cs *connState) runTurn(onLoop bool) {
 	for range requestBudget {
 		cs.qmu.Lock()
 		if cs.reqHead == len(cs.reqs) {
@@ -292,7 +332,12 @@ func (cs *connState) run() {
 			cs.b.reqPool.Put(q.frame)
 			continue
 		}
-		cs.handleFrame(q.seq, q.frame)
+		cs.handleFrame(q.seq, q.frame, onLoop)
+		if onLoop && cs.loopYielded {
+			// The worker that took the request over owns the turn now.
+			cs.loopYielded = false
+			return
+		}
 		if !more {
 			cs.uncork()
 		}
@@ -315,8 +360,11 @@ func (cs *connState) uncork() {
 // answering declares keepsRequest and gets a decoded copy instead. A reqCtx is recycled once
 // its response is written (reqCtxPool), so nothing may keep it after answering.
 type reqCtx struct {
-	cs       *connState
-	seq      uint64
+	cs  *connState
+	seq uint64
+	// onLoop says the handler runs on the event loop: it must not block, and hands the
+	// request off (connState.handOff) where it would.
+	onLoop   bool
 	hdr      wire.RequestHeader
 	api      *api
 	start    time.Time
@@ -336,6 +384,7 @@ type reqCtx struct {
 	// kept with their slices from one request to the next.
 	produce     kmsg.ProduceRequest
 	produceResp kmsg.ProduceResponse
+	produceRun  produceRun
 }
 
 // reqCtxPool recycles request contexts with the decoding and response memory they keep, so
@@ -355,17 +404,21 @@ func (p *reqCtxPool) get(cs *connState, seq uint64, frame []byte) *reqCtx {
 
 // put takes back a context whose response is written or dropped.
 func (p *reqCtxPool) put(rc *reqCtx) {
-	rc.cs, rc.hdr, rc.api, rc.frame, rc.respBuf, rc.done = nil, wire.RequestHeader{}, nil, nil, nil, nil
+	rc.cs, rc.hdr, rc.api, rc.frame, rc.respBuf, rc.done, rc.onLoop = nil, wire.RequestHeader{}, nil, nil, nil, nil, false
 	rc.piece[0] = ring.Piece{}
+	waits := rc.produceRun.waits
+	clear(waits)
+	rc.produceRun = produceRun{waits: waits[:0]}
 	rc.answered.Store(false)
 	p.pool.Put(rc)
 }
 
 // handleFrame parses, decodes and runs one request. A request Kafka cannot parse closes the
 // connection after the responses before it.
-func (cs *connState) handleFrame(seq uint64, frame []byte) {
+func (cs *connState) handleFrame(seq uint64, frame []byte, onLoop bool) {
 	b := cs.b
 	rc := b.reqCtxs.get(cs, seq, frame)
+	rc.onLoop = onLoop
 	hdr, body, err := wire.ParseRequestHeader(frame)
 	if err != nil {
 		var unk *wire.UnsupportedRequestError
@@ -413,13 +466,23 @@ func (cs *connState) handleFrame(seq uint64, frame []byte) {
 	}
 	// rc, and the header that aliases the frame, may be gone once the handler has answered.
 	measure, user, clientID := b.clientQuotas.measuresRequests(cs, hdr)
-	if !measure {
+	switch {
+	case !measure:
 		a.handle(b, rc, req)
-		return
+	case onLoop:
+		// A request time quota measures the whole handler: on a worker, where all of it runs.
+		rc.onLoop = false
+		cs.handOff(func() { cs.handleMeasured(a, rc, req, user, clientID) })
+	default:
+		cs.handleMeasured(a, rc, req, user, clientID)
 	}
+}
+
+// handleMeasured runs a request whose handler time counts against the client's request quota.
+func (cs *connState) handleMeasured(a *api, rc *reqCtx, req kmsg.Request, user, clientID string) {
 	start := time.Now()
-	a.handle(b, rc, req)
-	if d := b.clientQuotas.client.RecordRequestTime(user, clientID, time.Since(start)); d > 0 {
+	a.handle(cs.b, rc, req)
+	if d := cs.b.clientQuotas.client.RecordRequestTime(user, clientID, time.Since(start)); d > 0 {
 		cs.muteFor(d)
 	}
 }

@@ -7,7 +7,9 @@
 // split into frames, each received into a buffer of exactly its size from the request memory
 // pool (queued.max.request.bytes), and queued; the connection is pushed onto a handler worker's
 // lock-free queue (num.io.threads workers, split over the loops), which decodes and runs its
-// requests in order and writes each response itself, in request order. A connection stops
+// requests in order and writes each response itself, in request order; on an io_uring thread a
+// request of an API that cannot block there (api.inline) runs on the loop instead, handing the
+// rest of itself to a worker if it finds it would block after all. A connection stops
 // reading while max.inflight.requests.per.connection responses are unwritten or the pool has
 // no memory for its next frame. Fetches short of min bytes wait in the purgatory
 // (purgatory.go) until an append or their deadline.

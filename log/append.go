@@ -34,7 +34,20 @@ type AppendResult struct {
 // ErrRecordListTooLarge, ErrOutOfOrderSequence, ErrInvalidProducerEpoch or ErrClosed, or
 // report an I/O failure.
 func (l *Log) Append(records []byte) (AppendResult, error) {
-	return l.append(records, true)
+	return l.append(records, true, true)
+}
+
+// ErrWouldBlock is TryAppend's refusal: the append needs work that may block. Nothing was
+// written; Append it where blocking is allowed.
+var ErrWouldBlock = errors.New("append would block")
+
+// TryAppend is Append for a caller that must not block, such as an event loop thread that
+// many connections share: where Append would wait for another append, roll the active segment,
+// allocate index space, flush (flush.messages) or write the leader-epoch checkpoint, it writes
+// nothing and returns ErrWouldBlock. What it does write is one positioned write to the page
+// cache.
+func (l *Log) TryAppend(records []byte) (AppendResult, error) {
+	return l.append(records, true, false)
 }
 
 // AppendAsCoordinator is Append for a coordinator's own writes (the group coordinator's
@@ -42,12 +55,17 @@ func (l *Log) Append(records []byte) (AppendResult, error) {
 // AppendOrigin.COORDINATOR: producer epochs and transactions are checked, but sequence numbers
 // are not (coordinator batches carry none) and no batch is taken for a duplicate.
 func (l *Log) AppendAsCoordinator(records []byte) (AppendResult, error) {
-	return l.append(records, false)
+	return l.append(records, false, true)
 }
 
-// append is Append; client says the batches come from clients, whose sequences are checked.
-func (l *Log) append(records []byte, client bool) (AppendResult, error) {
-	l.mu.Lock()
+// append is Append; client says the batches come from clients, whose sequences are checked,
+// and mayBlock is false for TryAppend.
+func (l *Log) append(records []byte, client, mayBlock bool) (AppendResult, error) {
+	if mayBlock {
+		l.mu.Lock()
+	} else if !l.mu.TryLock() {
+		return AppendResult{}, ErrWouldBlock
+	}
 	defer l.mu.Unlock()
 	if err := l.writable("append to"); err != nil {
 		return AppendResult{}, err
@@ -67,6 +85,10 @@ func (l *Log) append(records []byte, client bool) (AppendResult, error) {
 	if err != nil || res.Duplicate {
 		l.producers.discard()
 		return res, err
+	}
+	if !mayBlock && l.appendBlocks(int64(len(records)), maxTs, res.LastOffset) {
+		l.producers.discard()
+		return AppendResult{}, ErrWouldBlock
 	}
 	l.stamp(records, appendTime)
 	return l.appendStaged(records, res, maxTs)
@@ -235,28 +257,56 @@ func (l *Log) write(s *segment, b []byte, pos int64) error {
 // has one); and, even when it is empty, when lastOffset would not fit a 32-bit offset relative
 // to its base.
 func (l *Log) maybeRoll(n, maxTs, firstOffset, lastOffset int64) error {
+	if reason := l.rollReason(n, maxTs, lastOffset); reason != "" {
+		return l.roll(reason, firstOffset)
+	}
+	return nil
+}
+
+// rollReason says why an append of n bytes up to lastOffset, with batch timestamps up to
+// maxTs, needs a new active segment first, or "" when it does not (maybeRoll).
+func (l *Log) rollReason(n, maxTs, lastOffset int64) string {
 	s := l.active
 	size := s.size.Load()
-	var reason string
 	switch {
 	case lastOffset-s.base > math.MaxInt32:
-		reason = "relative offset"
+		return "relative offset"
 	case size == 0:
-		return nil
+		return ""
 	case size+n > l.cfg.SegmentBytes:
-		reason = "size"
+		return "size"
 	case s.offIdx.offsetFull() || s.timIdx.timeFull():
-		reason = "index full"
+		return "index full"
 	case size+n > int64(len(s.data)):
-		reason = "mapping" // segment.bytes grew after the segment was mapped
+		return "mapping" // segment.bytes grew after the segment was mapped
 	case l.cfg.SegmentMs > 0 && s.firstTs >= 0 && maxTs-s.firstTs > l.cfg.SegmentMs.Milliseconds():
-		reason = "segment.ms"
+		return "segment.ms"
 	case l.cfg.SegmentMs > 0 && s.firstTs < 0 && l.opts.Now().Sub(s.created) > l.cfg.SegmentMs:
-		reason = "segment.ms"
-	default:
-		return nil
+		return "segment.ms"
 	}
-	return l.roll(reason, firstOffset)
+	return ""
+}
+
+// appendBlocks reports whether writing the staged batches, n bytes up to lastOffset, would do
+// more than write them to the page cache: roll the active segment, reserve index space, flush
+// for flush.messages or write the leader-epoch checkpoint (TryAppend).
+func (l *Log) appendBlocks(n, maxTs, lastOffset int64) bool {
+	if l.rollReason(n, maxTs, lastOffset) != "" {
+		return true
+	}
+	s := l.active
+	k := int64(len(l.hdrs))
+	if s.offIdx.needsReserve(s.offIdx.n.Load()+k) || s.timIdx.needsReserve(s.timIdx.n.Load()+k+1) {
+		return true
+	}
+	var nrec int64
+	for i := range l.hdrs {
+		nrec += int64(l.hdrs[i].numRecords)
+		if l.epochs.isNewer(l.hdrs[i].leaderEpoch) {
+			return true
+		}
+	}
+	return l.unflushed+max(nrec, 1) >= l.cfg.FlushMessages
 }
 
 // roll makes a new active segment at base (the log end offset, or the first offset of the

@@ -58,11 +58,17 @@ func (c *epochCache) assign(epoch int32, start int64) bool {
 	return true
 }
 
+// isNewer reports whether epoch is newer than every known epoch: assignIfNewer would record it.
+func (c *epochCache) isNewer(epoch int32) bool {
+	n := len(c.entries)
+	return n == 0 || epoch > c.entries[n-1].epoch
+}
+
 // assignIfNewer records epoch at start only when it is newer than every known epoch; used
 // while scanning batches, so that checkpointed entries (including one assigned at a leader
 // change before any batch) survive.
 func (c *epochCache) assignIfNewer(epoch int32, start int64) bool {
-	if n := len(c.entries); n > 0 && epoch <= c.entries[n-1].epoch {
+	if !c.isNewer(epoch) {
 		return false
 	}
 	return c.assign(epoch, start)

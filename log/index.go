@@ -42,15 +42,20 @@ type index struct {
 // offset entries (about 32 MiB of batches at the default index.interval.bytes).
 const reserveChunk = 64 << 10
 
+// needsReserve reports whether ensure(n) would allocate disk blocks.
+func (x *index) needsReserve(n int64) bool {
+	return min(n, x.maxEntries)*x.entrySize > x.reserved && !x.noFallocate
+}
+
 // ensure allocates disk blocks for the first n entries before they are written through the
 // mapping. A store into a hole of a shared mapping on a full disk raises SIGBUS, which would
 // kill the broker; fallocate instead fails with ENOSPC, and the append fails cleanly with a
 // storage error.
 func (x *index) ensure(n int64) error {
-	need := min(n, x.maxEntries) * x.entrySize
-	if need <= x.reserved || x.noFallocate {
+	if !x.needsReserve(n) {
 		return nil
 	}
+	need := min(n, x.maxEntries) * x.entrySize
 	size := min((need+reserveChunk-1)/reserveChunk*reserveChunk, x.maxEntries*x.entrySize)
 	f, err := x.open()
 	if err != nil {

@@ -280,6 +280,9 @@ func (c *npConn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
 // Loop implements Conn: 0 with netpoll, which has one; the accepting ring for TLS on io_uring.
 func (c *npConn) Loop() int { return c.loop }
 
+// Shared implements Conn: each connection has its own reading goroutine.
+func (c *npConn) Shared() bool { return false }
+
 // TLS implements Conn.
 func (c *npConn) TLS() *tls.ConnectionState { return c.state }
 

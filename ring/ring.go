@@ -269,6 +269,10 @@ type Conn interface {
 	// Loop is the index of the event loop serving the connection (0 with netpoll), so a
 	// handler can keep the connection's work on that loop's core.
 	Loop() int
+	// Shared reports whether the Handler's calls for the connection run on an event loop
+	// thread that other connections share (io_uring), where anything that blocks holds them
+	// all up; false where each connection has a goroutine of its own (netpoll, TLS).
+	Shared() bool
 	// Send writes pieces after everything sent before on this connection. Safe to call from
 	// any goroutine, also from inside OnData. When nothing is queued for the socket the bytes
 	// are written at once by the calling goroutine, without blocking; what the socket does not

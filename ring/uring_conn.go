@@ -80,6 +80,9 @@ func (c *uconn) RemoteAddr() net.Addr { return c.remote }
 // Loop implements Conn.
 func (c *uconn) Loop() int { return c.r.idx }
 
+// Shared implements Conn: the ring's thread serves all of its connections.
+func (c *uconn) Shared() bool { return true }
+
 // TLS implements Conn: connections on the ring itself are plaintext.
 func (c *uconn) TLS() *tls.ConnectionState { return nil }
 
