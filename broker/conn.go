@@ -269,6 +269,7 @@ func (cs *connState) onFrame(frame []byte) error {
 	switch {
 	case !schedule:
 	case cs.inline && cs.apis.runsInline(frame):
+		cs.b.metrics.inlineRequests.Inc()
 		cs.runTurn(true)
 	default:
 		cs.b.handlers.dispatch(cs.c.Loop(), cs.c.ID(), cs)
@@ -284,6 +285,7 @@ func (cs *connState) onFrame(frame []byte) error {
 // block after all. Only a handler running on the loop (reqCtx.onLoop) calls it.
 func (cs *connState) handOff(rest func()) {
 	cs.loopYielded = true
+	cs.b.metrics.inlineHandedOff.Inc()
 	cs.b.handlers.dispatch(cs.c.Loop(), cs.c.ID(), &resumeTask{cs: cs, rest: rest})
 }
 

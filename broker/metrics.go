@@ -19,6 +19,9 @@ type brokerMetrics struct {
 	connsOpen atomic.Int64
 	accepted  *metrics.Counter
 	paused    *metrics.Counter
+	// inlineRequests counts requests run on an io_uring thread (io.inline.requests),
+	// inlineHandedOff those of them that went on on a handler worker.
+	inlineRequests, inlineHandedOff *metrics.Counter
 	// authOK and authFailed count SASL authentications, as Kafka's successful-authentication-total
 	// and failed-authentication-total.
 	authOK, authFailedC *metrics.Counter
@@ -52,6 +55,8 @@ func newBrokerMetrics() *brokerMetrics {
 	}
 	m.accepted = m.set.NewCounter("ringbroker_connections_accepted_total")
 	m.paused = m.set.NewCounter("ringbroker_connection_pauses_total")
+	m.inlineRequests = m.set.NewCounter("ringbroker_requests_inline_total")
+	m.inlineHandedOff = m.set.NewCounter("ringbroker_requests_inline_handed_off_total")
 	m.authOK = m.set.NewCounter("ringbroker_successful_authentication_total")
 	m.authFailedC = m.set.NewCounter("ringbroker_failed_authentication_total")
 	m.set.NewGauge("ringbroker_connections", func() float64 { return float64(m.connsOpen.Load()) })
