@@ -66,8 +66,7 @@ func handleProduce(b *Broker, rc *reqCtx, r kmsg.Request) {
 	req := r.(*kmsg.ProduceRequest)
 	if rc.onLoop && req.TransactionID != nil {
 		// Verifying a transaction's partitions waits for its coordinator.
-		rc.onLoop = false
-		rc.cs.handOff(func() { handleProduce(b, rc, req) })
+		rc.handOff(func() { handleProduce(b, rc, req) })
 		return
 	}
 	pr := &rc.produceRun
@@ -140,8 +139,7 @@ func (pr *produceRun) appendAll() bool {
 			sp.Partition = rp.Partition
 			code, msg, blocked := pr.appendPartition(rp, sp)
 			if blocked {
-				pr.rc.onLoop = false
-				pr.rc.cs.handOff(pr.resume)
+				pr.rc.handOff(pr.resume)
 				return false
 			}
 			if code != nil {
@@ -429,10 +427,6 @@ func (b *Broker) produceLimitsOf(topic *meta.Topic) produceLimits {
 // append, the append would roll, flush or allocate (log.TryAppend), or the batch needs
 // recompressing.
 func (b *Broker) appendToPartition(p *partition, limits *produceLimits, records []byte, version int16, now time.Time, sp *kmsg.ProduceResponseTopicPartition, onLoop bool) (code *kerr.Error, msg string, upto int64, blocked bool) {
-	batch := wire.Batch(records)
-	if onLoop && limits.recompress && len(batch) >= recordbatch.HeaderSize && batch.Codec() != limits.codec {
-		return nil, "", 0, true
-	}
 	_, err := wire.ValidateProduce(records, version, limits.maxBytes)
 	if err != nil {
 		var be *wire.BatchError
@@ -446,7 +440,11 @@ func (b *Broker) appendToPartition(p *partition, limits *produceLimits, records 
 			return code, msg, 0, false
 		}
 	}
+	batch := wire.Batch(records)
 	if limits.recompress && batch.Codec() != limits.codec {
+		if onLoop {
+			return nil, "", 0, true
+		}
 		if batch, code, msg = b.recompress(batch, limits.codec, limits.level, limits.maxBytes); code != nil {
 			return code, msg, 0, false
 		}

@@ -57,8 +57,8 @@ type connState struct {
 	// inline: requests of inline APIs may run on the event loop that read them
 	// (io.inline.requests on a thread shared by connections).
 	inline bool
-	// loopYielded is set by handOff while the event loop runs the connection's turn; only the
-	// loop reads and clears it.
+	// loopYielded is set by reqCtx.handOff while the event loop runs the connection's turn;
+	// only the loop reads and clears it.
 	loopYielded bool
 	// software is the client's name and version from its ApiVersions (KIP-511), which client
 	// metrics subscriptions may match on; nil until a valid one of v3 or later.
@@ -280,10 +280,12 @@ func (cs *connState) onFrame(frame []byte) error {
 	return nil
 }
 
-// handOff moves the rest of the request the event loop is running, rest, to a handler worker,
-// where the connection's turn goes on once rest has run: for a request that finds it would
-// block after all. Only a handler running on the loop (reqCtx.onLoop) calls it.
-func (cs *connState) handOff(rest func()) {
+// handOff moves the rest of request rc, which the event loop is running, to a handler worker,
+// where rest runs it (no longer onLoop) and the connection's turn goes on: for a request that
+// finds it would block after all. Only a handler running on the loop (rc.onLoop) calls it.
+func (rc *reqCtx) handOff(rest func()) {
+	rc.onLoop = false
+	cs := rc.cs
 	cs.loopYielded = true
 	cs.b.metrics.inlineHandedOff.Inc()
 	cs.b.handlers.dispatch(cs.c.Loop(), cs.c.ID(), &resumeTask{cs: cs, rest: rest})
@@ -365,7 +367,7 @@ type reqCtx struct {
 	cs  *connState
 	seq uint64
 	// onLoop says the handler runs on the event loop: it must not block, and hands the
-	// request off (connState.handOff) where it would.
+	// request off (handOff) where it would.
 	onLoop   bool
 	hdr      wire.RequestHeader
 	api      *api
@@ -473,8 +475,7 @@ func (cs *connState) handleFrame(seq uint64, frame []byte, onLoop bool) {
 		a.handle(b, rc, req)
 	case onLoop:
 		// A request time quota measures the whole handler: on a worker, where all of it runs.
-		rc.onLoop = false
-		cs.handOff(func() { cs.handleMeasured(a, rc, req, user, clientID) })
+		rc.handOff(func() { cs.handleMeasured(a, rc, req, user, clientID) })
 	default:
 		cs.handleMeasured(a, rc, req, user, clientID)
 	}

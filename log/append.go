@@ -152,8 +152,9 @@ func (l *Log) appendStaged(records []byte, res AppendResult, maxTs int64) (Appen
 			l.logger.Warn("leader-epoch checkpoint not written", "err", err)
 		}
 	}
-	l.unflushed += max(nrec, 1)
-	if l.unflushed >= l.cfg.FlushMessages {
+	if !l.flushDueAfter(nrec) {
+		l.unflushed += max(nrec, 1)
+	} else {
 		l.unflushed = 0
 		if err := l.flushUpTo(res.LastOffset + 1); err != nil {
 			return res, fmt.Errorf("append to %s: written at offsets %d..%d but not flushed: %w", l.dir, res.BaseOffset, res.LastOffset, err)
@@ -224,11 +225,18 @@ func (l *Log) stamp(records []byte, appendTime int64) {
 	}
 }
 
+// indexEntriesAfter is how many entries each index of s (offset, time) must have room for once
+// the staged batches are written: one each at most, and the time index's final entry.
+func (l *Log) indexEntriesAfter(s *segment) (off, tim int64) {
+	n := int64(len(l.hdrs))
+	return s.offIdx.n.Load() + n, s.timIdx.n.Load() + n + 1
+}
+
 // reserveIndexes allocates the index blocks the staged batches may write (plus the time
 // index's final entry), so a full disk fails the append instead of faulting on the mapping.
 func (l *Log) reserveIndexes(s *segment) error {
-	n := int64(len(l.hdrs))
-	if err := errors.Join(s.offIdx.ensure(s.offIdx.n.Load()+n), s.timIdx.ensure(s.timIdx.n.Load()+n+1)); err != nil {
+	off, tim := l.indexEntriesAfter(s)
+	if err := errors.Join(s.offIdx.ensure(off), s.timIdx.ensure(tim)); err != nil {
 		return fmt.Errorf("append to %s: %w", l.dir, err)
 	}
 	return nil
@@ -295,8 +303,7 @@ func (l *Log) appendBlocks(n, maxTs, lastOffset int64) bool {
 		return true
 	}
 	s := l.active
-	k := int64(len(l.hdrs))
-	if s.offIdx.needsReserve(s.offIdx.n.Load()+k) || s.timIdx.needsReserve(s.timIdx.n.Load()+k+1) {
+	if off, tim := l.indexEntriesAfter(s); s.offIdx.needsReserve(off) || s.timIdx.needsReserve(tim) {
 		return true
 	}
 	var nrec int64
@@ -306,6 +313,11 @@ func (l *Log) appendBlocks(n, maxTs, lastOffset int64) bool {
 			return true
 		}
 	}
+	return l.flushDueAfter(nrec)
+}
+
+// flushDueAfter reports whether appending nrec records reaches flush.messages.
+func (l *Log) flushDueAfter(nrec int64) bool {
 	return l.unflushed+max(nrec, 1) >= l.cfg.FlushMessages
 }
 
