@@ -389,6 +389,7 @@ func (b *Broker) Start() error {
 			b.stopServers(context.Background())
 			return fmt.Errorf("open partitions for the caught-up metadata image: %w", err)
 		}
+		b.settleDirReport()
 	}
 	b.startJWKSFetchers()
 	b.ready.Store(true)

@@ -75,6 +75,40 @@ func (b *Broker) dirReportLoop() {
 	}
 }
 
+// settleDirReport runs, before the broker serves clients, the report the report loop would make
+// first, and opens the partitions for the metadata it commits: a replica whose dir was repaired
+// since the last run leads again from the broker's first request rather than answering
+// NOT_LEADER_OR_FOLLOWER until the loop's first turn. Where the controller does not take the
+// report within a broker session, the loop goes on reporting once the broker serves.
+func (b *Broker) settleDirReport() {
+	req := b.dirAssignmentsRequest()
+	if req == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.BrokerSessionTimeout)
+	defer cancel()
+	if err := b.sendDirAssignments(ctx, req); err != nil {
+		b.logger.Warn("report replica log dirs to the controller at start; reporting again once serving", "err", err)
+		return
+	}
+	// The controller committed the report; this node's image may apply it a moment later when
+	// another node is the active controller.
+	for {
+		if err := b.syncPartitions(); err != nil {
+			b.logger.Error("open partitions for the reported log dirs", "err", err)
+			return
+		}
+		if b.dirAssignmentsRequest() == nil {
+			return
+		}
+		select {
+		case <-b.imageChanged:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
 // dirAssignmentsRequest is the report of this broker's replicas whose dir state differs from
 // the metadata: replicas in an offline dir (or not opened because their dir was offline at
 // start) that are not marked offline yet, under LOST, and replicas marked offline whose log is
