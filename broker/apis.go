@@ -107,13 +107,15 @@ func newAPITable(telemetryReceiver bool) *apiTable {
 	return &t
 }
 
-// runsInline reports whether the request in frame is of an API that may run on the event loop.
-func (t *apiTable) runsInline(frame []byte) bool {
+// inlineAPI is the API of the request in frame when it may run on the event loop, else nil.
+func (t *apiTable) inlineAPI(frame []byte) *api {
 	if len(frame) < 2 {
-		return false
+		return nil
 	}
-	a := t.lookup(int16(binary.BigEndian.Uint16(frame)))
-	return a != nil && a.inline
+	if a := t.lookup(int16(binary.BigEndian.Uint16(frame))); a != nil && a.inline {
+		return a
+	}
+	return nil
 }
 
 // lookup returns the API for key, or nil when it is not served.

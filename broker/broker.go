@@ -227,6 +227,7 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 		reqPool:      mempool.New(max(cfg.QueuedMaxRequestBytes, 0), requestPoolRetain(cfg.QueuedMaxRequestBytes)),
 		purgatory:    newPurgatory(),
 		imageChanged: make(chan struct{}, 1), dirReports: make(chan struct{}, 1), incarnation: meta.NewUUID(), quotas: newReplicationQuotas(), telemetry: newTelemetry(cfg.TelemetryMaxBytes, logger)}
+	b.metrics.countInline(b.apis)
 	imageOf := func() *meta.Image {
 		if b.meta == nil {
 			return nil

@@ -266,18 +266,26 @@ func (cs *connState) onFrame(frame []byte) error {
 	cs.qmu.Unlock()
 	// Counted before it runs: an inline request may be answered before this returns.
 	cs.inflight.Add(1)
-	switch {
-	case !schedule:
-	case cs.inline && cs.apis.runsInline(frame):
-		cs.b.metrics.inlineRequests.Inc()
-		cs.runTurn(true)
-	default:
-		cs.b.handlers.dispatch(cs.c.Loop(), cs.c.ID(), cs)
+	if schedule {
+		if a := cs.inlineAPI(frame); a != nil {
+			cs.b.metrics.inlineRequests[a.key].Inc()
+			cs.runTurn(true)
+		} else {
+			cs.b.handlers.dispatch(cs.c.Loop(), cs.c.ID(), cs)
+		}
 	}
 	if cs.inflight.Load() >= cs.maxInflight {
 		return wire.ErrStopFeed
 	}
 	return nil
+}
+
+// inlineAPI is the API of the request in frame when the connection runs it on the event loop.
+func (cs *connState) inlineAPI(frame []byte) *api {
+	if !cs.inline {
+		return nil
+	}
+	return cs.apis.inlineAPI(frame)
 }
 
 // handOff moves the rest of request rc, which the event loop is running, to a handler worker,
@@ -287,7 +295,7 @@ func (rc *reqCtx) handOff(rest func()) {
 	rc.onLoop = false
 	cs := rc.cs
 	cs.loopYielded = true
-	cs.b.metrics.inlineHandedOff.Inc()
+	cs.b.metrics.inlineHandedOff[rc.hdr.APIKey].Inc()
 	cs.b.handlers.dispatch(cs.c.Loop(), cs.c.ID(), &resumeTask{cs: cs, rest: rest})
 }
 

@@ -177,8 +177,11 @@ func (b *Broker) loadOffsetsPartitions() error {
 func groupAPIs() []*api {
 	var out []*api
 	for _, a := range coord.APIs() {
+		// Every group request only queues on a coordinator shard, which answers it, and so runs
+		// inline; but a TxnOffsetCommit first waits for the transaction coordinator's
+		// verification (verifyTxnOffsetCommit).
 		out = append(out, &api{key: a.Key, minVersion: a.MinVersion, maxVersion: a.MaxVersion,
-			keepsRequest: true, handle: handleGroupRequest})
+			keepsRequest: true, handle: handleGroupRequest, inline: a.Key != kmsg.TxnOffsetCommit})
 	}
 	return out
 }

@@ -95,11 +95,136 @@ func testInlineProduce(t *testing.T, b *Broker, dir string, wantInline bool) {
 	if len(segments) < 8*partitions {
 		t.Fatalf("%d segments over %d partitions; want rolls every few batches", len(segments), partitions)
 	}
-	inline, handedOff := b.metrics.inlineRequests.Get(), b.metrics.inlineHandedOff.Get()
+	inline, handedOff := b.metrics.inlineRequests[kmsg.Produce].Get(), b.metrics.inlineHandedOff[kmsg.Produce].Get()
 	if wantInline && (inline == 0 || handedOff == 0) {
-		t.Fatalf("%d requests ran on the ring, %d handed off; want both", inline, handedOff)
+		t.Fatalf("%d Produce requests ran on the ring, %d handed off; want both", inline, handedOff)
 	}
 	if !wantInline && inline != 0 {
-		t.Fatalf("%d requests ran on the event loop; want none", inline)
+		t.Fatalf("%d Produce requests ran on the event loop; want none", inline)
+	}
+}
+
+// TestInlineCoordinators: with io.inline.requests on and off, a GroupTransactSession copies
+// records from one topic to another in transactions of at most 25 that commit the group's offsets, and a
+// transaction of another producer aborts; a read_committed reader sees every copy once and
+// nothing aborted. On io_uring with it on, the group and transaction coordinator requests run on
+// the ring thread (EndTxn, JoinGroup, SyncGroup, OffsetFetch counted), except TxnOffsetCommit,
+// which waits for the transaction coordinator's verification on a worker; otherwise nothing
+// runs inline.
+func TestInlineCoordinators(t *testing.T) {
+	forBackends(t, func(t *testing.T, io string) {
+		for _, inline := range []bool{true, false} {
+			t.Run(fmt.Sprintf("io.inline.requests=%v", inline), func(t *testing.T) {
+				b := startBroker(t, io, t.TempDir(), fmt.Sprintf("io.inline.requests=%v", inline),
+					"group.initial.rebalance.delay.ms=0", "offsets.topic.num.partitions=4", "transaction.state.log.num.partitions=4")
+				testInlineCoordinators(t, b, io == "uring" && inline)
+			})
+		}
+	})
+}
+
+func testInlineCoordinators(t *testing.T, b *Broker, wantInline bool) {
+	const in, out, records = "inline-in", "inline-out", 300
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(newClient(t, b))
+	if _, err := adm.CreateTopics(ctx, 2, 1, nil, in, out); err != nil {
+		t.Fatal(err)
+	}
+	seed := newClient(t, b, kgo.DefaultProduceTopic(in))
+	for i := range records {
+		seed.Produce(ctx, &kgo.Record{Value: fmt.Appendf(nil, "%04d", i)}, nil)
+	}
+	if err := seed.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	aborter := newClient(t, b, kgo.DefaultProduceTopic(out), kgo.TransactionalID("inline-aborter"))
+	if err := aborter.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := aborter.ProduceSync(ctx, &kgo.Record{Value: []byte("aborted")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := aborter.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+
+	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(b.Addr().String()), kgo.TransactionalID("inline-copier"),
+		kgo.ConsumerGroup("inline-copiers"), kgo.ConsumeTopics(in), kgo.DefaultProduceTopic(out),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	copied, commits := 0, 0
+	for copied < records {
+		fs := sess.PollRecords(ctx, 25)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("copied %d of %d records: %v", copied, records, err)
+		}
+		fs.EachError(func(topic string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", topic, p, err) })
+		if err := sess.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		fs.EachRecord(func(r *kgo.Record) {
+			sess.Produce(ctx, &kgo.Record{Value: append([]byte("copy-"), r.Value...)}, nil)
+			n++
+		})
+		committed, err := sess.End(ctx, kgo.TryCommit)
+		if err != nil {
+			t.Fatalf("end transaction: %v", err)
+		}
+		if committed {
+			copied += n
+			commits++
+		}
+	}
+
+	reader := newClient(t, b, kgo.ConsumeTopics(out), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	seen := map[string]bool{}
+	for len(seen) < records {
+		fs := reader.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("read %d of %d copies: %v", len(seen), records, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			v := string(r.Value)
+			if !strings.HasPrefix(v, "copy-") || seen[v] {
+				t.Fatalf("read_committed reader got %q; want each copy once and nothing aborted", v)
+			}
+			seen[v] = true
+		})
+	}
+
+	m := b.metrics
+	count := func(key kmsg.Key) uint64 {
+		if c := m.inlineRequests[key]; c != nil {
+			return c.Get()
+		}
+		return 0
+	}
+	if !wantInline {
+		for k := range m.inlineRequests {
+			if n := count(kmsg.Key(k)); n != 0 {
+				t.Fatalf("%d %s requests ran on the event loop; want none", n, kmsg.Key(k).Name())
+			}
+		}
+		return
+	}
+	t.Logf("%d transactions committed; on the ring: %d EndTxn, %d JoinGroup, %d SyncGroup, %d OffsetFetch, %d Heartbeat",
+		commits, count(kmsg.EndTxn), count(kmsg.JoinGroup), count(kmsg.SyncGroup), count(kmsg.OffsetFetch), count(kmsg.Heartbeat))
+	if n := count(kmsg.EndTxn); n < uint64(commits)+1 {
+		t.Fatalf("%d EndTxn requests ran on the ring; want the %d commits and the abort", n, commits)
+	}
+	for _, k := range []kmsg.Key{kmsg.JoinGroup, kmsg.SyncGroup, kmsg.OffsetFetch} {
+		if count(k) == 0 {
+			t.Fatalf("no %s request ran on the ring", k.Name())
+		}
+	}
+	if m.inlineRequests[kmsg.TxnOffsetCommit] != nil {
+		t.Fatal("TxnOffsetCommit may run on the ring; it waits for the transaction coordinator")
 	}
 }

@@ -20,8 +20,9 @@ type brokerMetrics struct {
 	accepted  *metrics.Counter
 	paused    *metrics.Counter
 	// inlineRequests counts requests run on an io_uring thread (io.inline.requests),
-	// inlineHandedOff those of them that went on on a handler worker.
-	inlineRequests, inlineHandedOff *metrics.Counter
+	// inlineHandedOff those of them that went on on a handler worker, by API key; nil for the
+	// APIs that never run there.
+	inlineRequests, inlineHandedOff [apiKeyLimit]*metrics.Counter
 	// authOK and authFailed count SASL authentications, as Kafka's successful-authentication-total
 	// and failed-authentication-total.
 	authOK, authFailedC *metrics.Counter
@@ -42,6 +43,19 @@ type brokerMetrics struct {
 	processorIdle processorIdleGauges
 }
 
+// countInline adds the counters of requests run on an io_uring thread for the APIs of apis
+// that may run there.
+func (m *brokerMetrics) countInline(apis *apiTable) {
+	for k, a := range apis {
+		if a == nil || !a.inline {
+			continue
+		}
+		name := kmsg.NameForKey(int16(k))
+		m.inlineRequests[k] = m.set.NewCounter(fmt.Sprintf(`ringbroker_requests_inline_total{api=%q}`, name))
+		m.inlineHandedOff[k] = m.set.NewCounter(fmt.Sprintf(`ringbroker_requests_inline_handed_off_total{api=%q}`, name))
+	}
+}
+
 func newBrokerMetrics() *brokerMetrics {
 	now := time.Now()
 	m := &brokerMetrics{set: metrics.NewSet(), fetchConsumer: newLatencyHist(now), fetchFollower: newLatencyHist(now), flush: newLatencyHist(now)}
@@ -55,8 +69,6 @@ func newBrokerMetrics() *brokerMetrics {
 	}
 	m.accepted = m.set.NewCounter("ringbroker_connections_accepted_total")
 	m.paused = m.set.NewCounter("ringbroker_connection_pauses_total")
-	m.inlineRequests = m.set.NewCounter("ringbroker_requests_inline_total")
-	m.inlineHandedOff = m.set.NewCounter("ringbroker_requests_inline_handed_off_total")
 	m.authOK = m.set.NewCounter("ringbroker_successful_authentication_total")
 	m.authFailedC = m.set.NewCounter("ringbroker_failed_authentication_total")
 	m.set.NewGauge("ringbroker_connections", func() float64 { return float64(m.connsOpen.Load()) })

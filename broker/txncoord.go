@@ -37,6 +37,8 @@ func (b *Broker) newTxnCoordinator() (*txn.Coordinator, error) {
 
 // txnAPIs wraps the transaction coordinator's APIs as broker APIs, InitProducerId excepted:
 // the broker serves that one and hands requests with a transactional id to the coordinator.
+// They run inline: handleTxnRequest only authorizes and queues the request on a coordinator
+// shard, which answers it.
 func txnAPIs() []*api {
 	var out []*api
 	for _, a := range txn.APIs() {
@@ -44,13 +46,13 @@ func txnAPIs() []*api {
 			continue
 		}
 		out = append(out, &api{key: a.Key, minVersion: a.MinVersion, maxVersion: a.MaxVersion,
-			keepsRequest: true, handle: handleTxnRequest})
+			keepsRequest: true, handle: handleTxnRequest, inline: true})
 	}
 	return out
 }
 
 // handleTxnRequest authorizes a transaction coordinator request as Kafka's KafkaApis does
-// (txnauthz.go) and hands it to the coordinator.
+// (txnauthz.go) and hands it to the coordinator. It never blocks.
 func handleTxnRequest(b *Broker, rc *reqCtx, req kmsg.Request) {
 	gate := gateTxnRequest(rc.authorizer(), b.meta.Image(), req)
 	if gate.answer != nil {
