@@ -92,7 +92,14 @@ func (b *Broker) settleDirReport() {
 		return
 	}
 	// The controller committed the report; this node's image may apply it a moment later when
-	// another node is the active controller.
+	// another node is the active controller. The image changes waited for here are the
+	// controller loop's too (coordinator partitions to load): it gets one once the wait ends.
+	defer func() {
+		select {
+		case b.imageChanged <- struct{}{}:
+		default:
+		}
+	}()
 	for {
 		if err := b.syncPartitions(); err != nil {
 			b.logger.Error("open partitions for the reported log dirs", "err", err)
