@@ -41,8 +41,9 @@ type Config struct {
 	// as sendmsg costs less CPU on loopback (ring's BenchmarkSendFileVsMmap).
 	FetchSendfile bool
 	// InlineRequests (io.inline.requests, ringbroker's own) runs the requests that cannot block
-	// (ApiVersions, Metadata, and Produce whose appends are only writes to the page cache) on
-	// the io_uring thread that read them, sparing the hand-over to a handler worker and back.
+	// (ApiVersions, Metadata, Produce whose appends are only writes to the page cache, and the
+	// coordinators' requests, which only queue on a coordinator shard) on the io_uring thread
+	// that read them, sparing the hand-over to a handler worker and back.
 	InlineRequests bool
 	// UringWait (io.uring.wait, ringbroker's own) is how io_uring loops block: handoff (the
 	// default) gives the loop's Go P to another thread first, syscall keeps it.
@@ -510,7 +511,7 @@ var coreConfigDefs = []brokerConfigDef{
 	boolDef("io.fetch.sendfile", "false", func(c *Config) *bool { return &c.FetchSendfile },
 		"ringbroker's own: false sends Fetch data with sendmsg from the mapped segment, whose pages are unmapped once sent; true uses sendfile"),
 	boolDef("io.inline.requests", "true", func(c *Config) *bool { return &c.InlineRequests },
-		"ringbroker's own: on io_uring, run ApiVersions, Metadata and Produce requests whose appends need no roll, flush or allocation on the ring thread that read them; false hands every request to a handler worker"),
+		"ringbroker's own: on io_uring, run ApiVersions, Metadata, Produce requests whose appends need no roll, flush or allocation, and the group and transaction coordinators' requests (but TxnOffsetCommit and InitProducerId) on the ring thread that read them; false hands every request to a handler worker"),
 	stringDef("cluster.id", "", func(c *Config) *string { return &c.ClusterID }, nil,
 		"ringbroker's own: the cluster id an unformatted log dir is formatted with (Kafka takes it from the format step); empty: a new one on a single node"),
 	intDef("log.segment.bytes", kindInt, "1073741824", func(c *Config) *int64 { return &c.SegmentBytes }, nil,
