@@ -40,7 +40,7 @@ func (s offsetsStore) Append(partition int32, producerID int64, producerEpoch in
 	for i, r := range records {
 		recs[i] = wire.Record{OffsetDelta: int32(i), Key: r.Key, Value: r.Value}
 	}
-	base, end, err := s.b.appendInternal(p, producerID, producerEpoch, recs)
+	base, end, err := s.b.appendInternal(p, producerID, producerEpoch, recs, true)
 	if err != nil {
 		done(base, err)
 		return

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"ringbroker/internal/recordbatch"
+	rlog "ringbroker/log"
 	"ringbroker/wire"
 )
 
@@ -24,8 +26,10 @@ const maxInternalLoadBatch = 1 << 20
 // batch of that producer and epoch (TxnOffsetCommit). The log checks it as a coordinator's
 // (AppendAsCoordinator): a transactional batch carries no sequence numbers, but an older producer
 // epoch fails with INVALID_PRODUCER_EPOCH. An ISR below min.insync.replicas refuses the append
-// (NOT_ENOUGH_REPLICAS).
-func (b *Broker) appendInternal(p *partition, producerID int64, producerEpoch int16, recs []wire.Record) (base, end int64, err error) {
+// (NOT_ENOUGH_REPLICAS). Where mayBlock is false (an event loop thread), an append that would
+// wait for another or do more than a write to the page cache writes nothing and fails with
+// rlog.ErrWouldBlock (log.TryAppend).
+func (b *Broker) appendInternal(p *partition, producerID int64, producerEpoch int16, recs []wire.Record, mayBlock bool) (base, end int64, err error) {
 	if st := p.state(); len(st.isr) < st.minISR {
 		return 0, 0, fmt.Errorf("append to %s-%d: ISR %v is smaller than min.insync.replicas %d: %w", p.topic, p.index, st.isr, st.minISR, kerr.NotEnoughReplicas)
 	}
@@ -38,10 +42,21 @@ func (b *Broker) appendInternal(p *partition, producerID int64, producerEpoch in
 	if err != nil {
 		return 0, 0, fmt.Errorf("encode %s-%d batch: %w", p.topic, p.index, err)
 	}
-	p.appendMu.Lock()
-	res, err := p.log().AppendAsCoordinator(batch)
+	var res rlog.AppendResult
+	if mayBlock {
+		p.appendMu.Lock()
+		res, err = p.log().AppendAsCoordinator(batch)
+	} else {
+		if !p.appendMu.TryLock() {
+			return 0, 0, rlog.ErrWouldBlock
+		}
+		res, err = p.log().TryAppendAsCoordinator(batch)
+	}
 	end = p.log().LogEndOffset()
 	p.appendMu.Unlock()
+	if errors.Is(err, rlog.ErrWouldBlock) {
+		return 0, 0, err
+	}
 	if err != nil {
 		b.noteStorageError(p.dir.Load(), err)
 		return 0, 0, fmt.Errorf("append to %s-%d: %w: %w", p.topic, p.index, appendErrorCode(err), err)

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"ringbroker/coord/txn"
+	rlog "ringbroker/log"
 	"ringbroker/wire"
 )
 
@@ -141,21 +142,36 @@ type txnStateStore struct{ b *Broker }
 // Append writes records as one batch and reports once the ISR has them, as Kafka appends
 // transaction state with acks=all; a wait longer than request.timeout.ms fails it.
 func (s txnStateStore) Append(partition int32, records []txn.Record, done func(error)) {
+	s.append(partition, records, done, true)
+}
+
+// TryAppend is Append on an event loop thread: it reports false, having written nothing, where
+// the append would block there.
+func (s txnStateStore) TryAppend(partition int32, records []txn.Record, done func(error)) bool {
+	return s.append(partition, records, done, false)
+}
+
+// append is Append, or TryAppend where mayBlock is false.
+func (s txnStateStore) append(partition int32, records []txn.Record, done func(error), mayBlock bool) bool {
 	p := s.b.parts.Load().leader(txnStateTopic, partition)
 	if p == nil {
 		done(fmt.Errorf("append to %s-%d: %w", txnStateTopic, partition, kerr.NotLeaderForPartition))
-		return
+		return true
 	}
 	recs := make([]wire.Record, len(records))
 	for i, r := range records {
 		recs[i] = wire.Record{OffsetDelta: int32(i), Key: r.Key, Value: r.Value}
 	}
-	_, end, err := s.b.appendInternal(p, -1, -1, recs)
-	if err != nil {
+	_, end, err := s.b.appendInternal(p, -1, -1, recs, mayBlock)
+	switch {
+	case errors.Is(err, rlog.ErrWouldBlock):
+		return false
+	case err != nil:
 		done(err)
-		return
+		return true
 	}
 	s.b.waitInternal(p, end, txnMarkerTimeout, done)
+	return true
 }
 
 // Load replays every record of the partition in offset order.

@@ -58,6 +58,11 @@ func (l *Log) AppendAsCoordinator(records []byte) (AppendResult, error) {
 	return l.append(records, false, true)
 }
 
+// TryAppendAsCoordinator is AppendAsCoordinator for a caller that must not block, as TryAppend.
+func (l *Log) TryAppendAsCoordinator(records []byte) (AppendResult, error) {
+	return l.append(records, false, false)
+}
+
 // append is Append; client says the batches come from clients, whose sequences are checked,
 // and mayBlock is false for TryAppend.
 func (l *Log) append(records []byte, client, mayBlock bool) (AppendResult, error) {

@@ -50,13 +50,18 @@ func handleEndTxn(c *Coordinator, r kmsg.Request, respond func(kmsg.Response)) {
 		return
 	}
 	tv2 := req.Version >= 5
-	c.onShardOf(req.TransactionalID, func(s *shard, p int32) {
+	var attempt func(s *shard, p int32)
+	attempt = func(s *shard, p int32) {
 		part, code := s.owned(p)
 		if code != nil {
 			fail(code)
 			return
 		}
 		m := part.txns[req.TransactionalID]
+		if tv2 && m != nil && epochExhausted(m.producerEpoch) && s.handOff(func(s *shard) { attempt(s, p) }) {
+			// The bump allocates a producer id, which may wait for the metadata log.
+			return
+		}
 		decided, deciding := CompleteAbort, PrepareAbort
 		if req.Commit {
 			decided, deciding = CompleteCommit, PrepareCommit
@@ -124,7 +129,8 @@ func handleEndTxn(c *Coordinator, r kmsg.Request, respond func(kmsg.Response)) {
 			succeed(next)
 			s.writeMarkers(part, next)
 		})
-	})
+	}
+	c.onShardOf(req.TransactionalID, attempt)
 }
 
 // isBumpedRetry reports whether a transaction version 2 EndTxn from producer pid at epoch comes

@@ -100,6 +100,10 @@ type Store interface {
 	// (nil) or have failed, from any goroutine. A Kafka error (*kerr.Error, possibly wrapped)
 	// is mapped to the client's error as Kafka maps it.
 	Append(partition int32, records []Record, done func(error))
+	// TryAppend is Append for a caller that must not block, such as an event loop thread the
+	// coordinator's shard is lent to: it reports false, having written nothing, where the
+	// append would wait or do more than a write to the page cache; done is not called then.
+	TryAppend(partition int32, records []Record, done func(error)) bool
 	// Load calls fn for every record of partition in log order.
 	Load(partition int32, fn func(Record) error) error
 }
@@ -229,8 +233,11 @@ func APIs() []API {
 	return []API{initProducerIDAPI, addPartitionsToTxnAPI, addOffsetsToTxnAPI, endTxnAPI, describeTransactionsAPI, listTransactionsAPI}
 }
 
-// Handle serves req, calling respond exactly once, from a shard goroutine, unless it returns an
-// error: ErrUnsupported for an API or version outside APIs, ErrClosed after Close.
+// Handle serves req, calling respond exactly once, unless it returns an error: ErrUnsupported
+// for an API or version outside APIs, ErrClosed after Close. respond is called from a shard
+// goroutine, or from the caller's own: where the shard of the request is idle, Handle runs the
+// request on the caller (eventloop.Loop.Lend) rather than wake the shard, and then never blocks;
+// what would block is handed to the shard's goroutine.
 func (c *Coordinator) Handle(req kmsg.Request, respond func(kmsg.Response)) error {
 	if c.closed.Load() {
 		return ErrClosed
@@ -248,8 +255,9 @@ func (c *Coordinator) Handle(req kmsg.Request, respond func(kmsg.Response)) erro
 	return ErrUnsupported
 }
 
-// onShardOf runs fn on the shard that owns transactional id.
+// onShardOf runs fn on the shard that owns transactional id, on the caller where the shard is
+// idle (shard.run).
 func (c *Coordinator) onShardOf(id string, fn func(s *shard, partition int32)) {
 	p := PartitionFor(id, c.cfg.Partitions)
-	c.shardOf(p).push(func(s *shard) { fn(s, p) })
+	c.shardOf(p).run(func(s *shard) { fn(s, p) })
 }

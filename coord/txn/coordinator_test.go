@@ -355,3 +355,87 @@ func TestEndTxnV5BumpsEpoch(t *testing.T) {
 		t.Fatalf("the new producer id's first transaction: %v", err)
 	}
 }
+
+// TestLentShard checks that a request finding its shard idle runs on the caller (answered
+// before Handle returns, its append tried there), that an EndTxn whose append would block there
+// is handed to the shard's goroutine and still answered and completed, and that InitProducerId,
+// which may wait for a producer id, never allocates one on the caller.
+func TestLentShard(t *testing.T) {
+	h := newHarness(t)
+	// waitIdle waits until the shard's goroutine waits with nothing queued; nothing else wakes it
+	// here (the clock is manual), so the next request finds it idle.
+	waitIdle := func() {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !h.c.shards[0].loop.Lend(func() {}) {
+			if time.Now().After(deadline) {
+				t.Fatal("the shard was not idle within 10 s")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	// handleNow sends req to the idle shard and returns its response if Handle answered it
+	// before returning, else nil once the shard's goroutine has answered it.
+	handleNow := func(req kmsg.Request) kmsg.Response {
+		t.Helper()
+		waitIdle()
+		ch := make(chan kmsg.Response, 1)
+		if err := h.c.Handle(req, func(r kmsg.Response) { ch <- r }); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case r := <-ch:
+			return r
+		default:
+		}
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: no response", kmsg.NameForKey(req.Key()))
+		}
+		return nil
+	}
+
+	if handleNow(kmsg.NewPtrDescribeTransactionsRequest()) == nil {
+		t.Fatal("DescribeTransactions on an idle shard was not answered on the caller")
+	}
+	pid, epoch, _ := h.initPID("l", 60000, -1, -1)
+	if n := h.lentPIDs.Load(); n != 0 {
+		t.Fatalf("%d producer ids allocated on the caller; want none", n)
+	}
+	if err := h.addPartitions("l", pid, epoch, "t", 0); err != nil {
+		t.Fatal(err)
+	}
+	end := func(commit bool) kmsg.Response {
+		req := kmsg.NewPtrEndTxnRequest()
+		req.Version = 3
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = "l", pid, epoch, commit
+		return handleNow(req)
+	}
+
+	tries := h.store.tries.Load()
+	r := end(true)
+	if r == nil || h.store.tries.Load() != tries+1 {
+		t.Fatalf("EndTxn on an idle shard: answered on the caller %v, appends tried %d; want true, 1", r != nil, h.store.tries.Load()-tries)
+	}
+	if code := r.(*kmsg.EndTxnResponse).ErrorCode; code != 0 {
+		t.Fatalf("lent EndTxn: %v", errOf(code))
+	}
+	h.waitState("l", "CompleteCommit")
+
+	if err := h.addPartitions("l", pid, epoch, "t", 1); err != nil {
+		t.Fatal(err)
+	}
+	h.store.wouldBlock.Store(true)
+	tries = h.store.tries.Load()
+	end(false)
+	if n := h.store.tries.Load() - tries; n != 1 {
+		t.Fatalf("EndTxn whose append would block tried %d appends on the caller; want 1", n)
+	}
+	// TryAppend wrote nothing: the shard's goroutine appended PrepareAbort and CompleteAbort.
+	h.waitState("l", "CompleteAbort")
+	got := h.store.states(t, PartitionFor("l", 4))
+	if want := []string{"Empty", "Ongoing", "PrepareCommit", "CompleteCommit", "Ongoing", "PrepareAbort", "CompleteAbort"}; !slices.Equal(got, want) {
+		t.Fatalf("records %v; want %v", got, want)
+	}
+}

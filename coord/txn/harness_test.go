@@ -21,6 +21,9 @@ type memStore struct {
 	records map[int32][]Record
 	fail    error
 	hold    chan struct{}
+	// wouldBlock makes TryAppend refuse; tries counts TryAppend's calls.
+	wouldBlock atomic.Bool
+	tries      atomic.Int32
 }
 
 func (s *memStore) Append(partition int32, records []Record, done func(error)) {
@@ -31,6 +34,16 @@ func (s *memStore) Append(partition int32, records []Record, done func(error)) {
 	}
 	s.mu.Unlock()
 	done(err)
+}
+
+// TryAppend appends as Append unless wouldBlock is set.
+func (s *memStore) TryAppend(partition int32, records []Record, done func(error)) bool {
+	s.tries.Add(1)
+	if s.wouldBlock.Load() {
+		return false
+	}
+	s.Append(partition, records, done)
+	return true
 }
 
 func (s *memStore) Load(partition int32, fn func(Record) error) error {
@@ -108,6 +121,8 @@ type harness struct {
 	store   *memStore
 	markers *memMarkers
 	nextPID atomic.Int64
+	// lentPIDs counts producer ids allocated on a goroutine the shard was lent to.
+	lentPIDs atomic.Int32
 }
 
 func newHarness(t *testing.T, mods ...func(*Config)) *harness {
@@ -120,7 +135,12 @@ func newHarness(t *testing.T, mods ...func(*Config)) *harness {
 	cfg.Partitions = 4
 	cfg.OffsetsPartitions = 5
 	cfg.Clock = h.clock
-	cfg.NewProducerID = func() (int64, error) { return h.nextPID.Add(1), nil }
+	cfg.NewProducerID = func() (int64, error) {
+		if h.c.shards[0].lent {
+			h.lentPIDs.Add(1)
+		}
+		return h.nextPID.Add(1), nil
+	}
 	cfg.PartitionExists = func(topic string, _ int32) bool { return topic != "gone" }
 	for _, m := range mods {
 		m(&cfg)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -24,12 +25,15 @@ type partition struct {
 }
 
 // shard is one coordinator goroutine and everything it owns. All fields are accessed only from
-// that goroutine.
+// functions its loop runs: on that goroutine, or on one the loop is lent to.
 type shard struct {
 	c     *Coordinator
 	id    int
 	loop  *eventloop.Loop
 	parts map[int32]*partition
+	// lent is true while the shard runs on a goroutine it was lent to (run), where nothing may
+	// block: appends are tried (Store.TryAppend) and the rest is handed off (handOff).
+	lent bool
 }
 
 func newShard(c *Coordinator, id int) (*shard, error) {
@@ -45,6 +49,30 @@ func newShard(c *Coordinator, id int) (*shard, error) {
 
 // push queues fn to run on the shard goroutine. Safe from any goroutine.
 func (s *shard) push(fn func(*shard)) { s.loop.Push(func() { fn(s) }) }
+
+// run runs fn on the calling goroutine where the shard's goroutine waits idle, else queues it
+// there: a request then does not wait for that goroutine to be scheduled, which on a busy
+// machine takes longer than the request's work. fn must not block while s.lent.
+func (s *shard) run(fn func(*shard)) {
+	if s.loop.Lend(func() {
+		s.lent = true
+		fn(s)
+		s.lent = false
+	}) {
+		return
+	}
+	s.push(fn)
+}
+
+// handOff queues fn on the shard's goroutine and reports true where the shard is lent; fn is work
+// that may block. Where it reports false, the caller does the work itself.
+func (s *shard) handOff(fn func(*shard)) bool {
+	if !s.lent {
+		return false
+	}
+	s.push(fn)
+	return true
+}
 
 func (s *shard) now() time.Time { return s.loop.Now() }
 
@@ -130,33 +158,68 @@ func (s *shard) write(part *partition, next *metadata, then func(*kerr.Error)) {
 	} else {
 		rec = next.record()
 	}
-	s.c.store.Append(part.id, []Record{rec}, func(err error) {
-		s.push(func(s *shard) {
-			cur := part.txns[next.id]
-			var waiters []func()
-			if cur != nil {
-				cur.pending = false
-				waiters, cur.waiters = cur.waiters, nil
-			}
-			if s.parts[part.id] != part {
-				// Unloaded meanwhile: the waiters learn it when they run again.
-				then(kerr.NotCoordinator)
-			} else if err != nil {
-				s.c.log.Warn("append transaction state", "transactional_id", next.id, "partition", part.id, "err", err)
-				then(appendErrorCode(err))
+	s.appendRecord(part.id, rec, func(s *shard, err error) {
+		cur := part.txns[next.id]
+		var waiters []func()
+		if cur != nil {
+			cur.pending = false
+			waiters, cur.waiters = cur.waiters, nil
+		}
+		if s.parts[part.id] != part {
+			// Unloaded meanwhile: the waiters learn it when they run again.
+			then(kerr.NotCoordinator)
+		} else if err != nil {
+			s.c.log.Warn("append transaction state", "transactional_id", next.id, "partition", part.id, "err", err)
+			then(appendErrorCode(err))
+		} else {
+			if next.state == Dead {
+				delete(part.txns, next.id)
 			} else {
-				if next.state == Dead {
-					delete(part.txns, next.id)
-				} else {
-					part.txns[next.id] = next
-				}
-				then(nil)
+				part.txns[next.id] = next
 			}
-			for _, w := range waiters {
-				w()
-			}
-		})
+			then(nil)
+		}
+		for _, w := range waiters {
+			w()
+		}
 	})
+}
+
+// appendRecord appends rec to partition p and calls finish on the shard with the outcome: before
+// it returns where the store reports at once (a partition without followers to wait for), else
+// on the shard's goroutine once the store reports (from wherever that is, possibly under the
+// partition's locks, so not lent there). A lent shard only tries the append, and hands it to
+// the shard's goroutine where it would block.
+func (s *shard) appendRecord(p int32, rec Record, finish func(*shard, error)) {
+	// reported is set by the first of: the store's report (reportedEarly), or this function's
+	// return (returned); whichever comes second finishes.
+	const (
+		returned int32 = iota + 1
+		reportedEarly
+	)
+	var (
+		reported atomic.Int32
+		outcome  error
+	)
+	done := func(err error) {
+		outcome = err
+		if reported.CompareAndSwap(0, reportedEarly) {
+			return
+		}
+		s.push(func(s *shard) { finish(s, err) })
+	}
+	recs := []Record{rec}
+	if s.lent {
+		if !s.c.store.TryAppend(p, recs, done) {
+			s.push(func(s *shard) { s.appendRecord(p, rec, finish) })
+			return
+		}
+	} else {
+		s.c.store.Append(p, recs, done)
+	}
+	if !reported.CompareAndSwap(0, returned) {
+		finish(s, outcome)
+	}
 }
 
 // appendErrorCode maps a failed append to the error its client gets, as Kafka's

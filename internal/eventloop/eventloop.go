@@ -37,8 +37,8 @@ func (SystemClock) AfterFunc(d time.Duration, fn func()) func() bool {
 	return time.AfterFunc(d, fn).Stop
 }
 
-// Loop is one event loop. Push is safe from any goroutine; every other method must be called from
-// the loop's own goroutine (the one in Run, or a function it runs).
+// Loop is one event loop. Push and Lend are safe from any goroutine; every other method must be
+// called from a function the loop runs (on the goroutine in Run, or one that Lend runs).
 type Loop struct {
 	clock Clock
 	q     *mpsc.Queue[func()]
@@ -75,6 +75,20 @@ func (l *Loop) Run() {
 		l.RunDue()
 		l.q.Wait(nil)
 	}
+}
+
+// Lend runs fn on the calling goroutine as one of the loop's functions, when the loop is idle:
+// its goroutine waits for work and nothing is queued. It reports whether it did; if not, the
+// caller Pushes fn instead. A caller that would otherwise wake the loop and wait for its answer
+// saves the wake-up, which on a busy machine can take longer than the work. Functions queued
+// while fn runs run on the loop's goroutine afterwards. fn must not call Stop.
+func (l *Loop) Lend(fn func()) bool {
+	if !l.q.Lend() {
+		return false
+	}
+	fn()
+	l.q.Return()
+	return true
 }
 
 // Stop ends Run once the function calling it returns, and cancels the clock wake-up.

@@ -68,3 +68,47 @@ func TestLoopRunsPushedAndScheduled(t *testing.T) {
 		t.Fatalf("after 2 s: %v; want a b, timer 2s", got)
 	}
 }
+
+// TestLend checks that Lend runs a function on the caller while the loop waits idle, refuses
+// while the loop is busy, and that a function pushed during a lend runs on the loop afterwards.
+func TestLend(t *testing.T) {
+	l, err := New(SystemClock{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		l.Run()
+		close(done)
+	}()
+	ran := false
+	for !l.Lend(func() { ran = true }) {
+		time.Sleep(time.Millisecond) // the loop's goroutine has not parked yet
+	}
+	if !ran {
+		t.Fatal("Lend reported true without running the function")
+	}
+
+	busy, release := make(chan struct{}), make(chan struct{})
+	l.Push(func() {
+		close(busy)
+		<-release
+	})
+	<-busy
+	if l.Lend(func() { t.Error("a lent function ran while the loop was busy") }) {
+		t.Fatal("Lend succeeded while a pushed function ran")
+	}
+	close(release)
+
+	after := make(chan struct{})
+	for !l.Lend(func() { l.Push(func() { close(after) }) }) {
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case <-after:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a function pushed during a lend did not run")
+	}
+	l.Push(l.Stop)
+	<-done
+}

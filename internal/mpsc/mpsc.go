@@ -15,9 +15,15 @@
 // The broker's handler workers and the group coordinator's shards use one
 // Queue each: event loops and other goroutines push, the worker or shard
 // goroutine drains, and parks in Wait when the queue is empty.
+//
+// A consumer parked with nothing queued can be lent: Lend gives another
+// goroutine the consumer's place until Return, so work for the consumer can
+// run on the goroutine that has it instead of waiting for the consumer to be
+// scheduled.
 package mpsc
 
 import (
+	"runtime"
 	"sync/atomic"
 )
 
@@ -42,11 +48,29 @@ type Queue[T any] struct {
 	// stub keeps the list non-empty so producers never see a nil head.
 	stub Node[T]
 	_    [56]byte
-	// parked is 1 while the consumer is (about to be) blocked in Wait.
+	// parked is the consumer's state: running, checking or blocked in Wait,
+	// or lent.
 	parked atomic.Int32
 	// wake carries at most one pending wake-up for the consumer.
 	wake chan struct{}
 }
+
+// The states of Queue.parked. A producer that finds the consumer checking or
+// blocked takes the wake-up (setting running) and sends the token; one that
+// finds it lent leaves the wake-up to the lender's Return (setting
+// lentPushed); one that finds it running sends nothing, since the consumer
+// looks at the queue again.
+const (
+	running int32 = iota
+	// checking: in Wait, looking whether the queue is empty.
+	checking
+	// blocked: in Wait, past its last look at the queue, waiting for a token.
+	blocked
+	// lent: blocked, and another goroutine acts as the consumer (Lend).
+	lent
+	// lentPushed: lent, and something was pushed meanwhile.
+	lentPushed
+)
 
 // New returns an empty queue.
 func New[T any]() *Queue[T] {
@@ -60,11 +84,35 @@ func New[T any]() *Queue[T] {
 // It is safe for concurrent use and never blocks.
 func (q *Queue[T]) Push(n *Node[T]) {
 	q.link(n)
-	if q.parked.Load() != 0 && q.parked.CompareAndSwap(1, 0) {
-		select {
-		case q.wake <- struct{}{}:
+	q.wakeConsumer()
+}
+
+// wakeConsumer is Push's second half, after the link: it takes the consumer's
+// wake-up where it is parked, or leaves it to a lender.
+func (q *Queue[T]) wakeConsumer() {
+	for {
+		switch st := q.parked.Load(); st {
+		case checking, blocked:
+			if q.parked.CompareAndSwap(st, running) {
+				q.token()
+				return
+			}
+		case lent:
+			if q.parked.CompareAndSwap(lent, lentPushed) {
+				return
+			}
 		default:
+			return
 		}
+	}
+}
+
+// token sends the consumer its wake-up; the caller has just taken it (set
+// parked to running from checking or blocked), so the channel is empty.
+func (q *Queue[T]) token() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -77,7 +125,7 @@ func (q *Queue[T]) link(n *Node[T]) {
 // Pop removes and returns the oldest node, or nil when the queue is empty or
 // the oldest node's producer has not finished linking it yet; in both cases a
 // later Wait returns once a node is available. Only the consumer goroutine
-// may call Pop.
+// may call Pop (or a lender between Lend and Return).
 func (q *Queue[T]) Pop() *Node[T] {
 	tail := q.tail
 	next := tail.next.Load()
@@ -120,10 +168,10 @@ func (q *Queue[T]) idle() bool {
 // done never fires. Wait may return spuriously; callers loop on Pop.
 // Only the consumer goroutine may call Wait.
 func (q *Queue[T]) Wait(done <-chan struct{}) bool {
-	q.parked.Store(1)
-	if !q.idle() {
+	q.parked.Store(checking)
+	if !q.idle() || !q.parked.CompareAndSwap(checking, blocked) {
 		// A push landed between the caller's last Pop and parking.
-		if !q.parked.CompareAndSwap(1, 0) {
+		if !q.parked.CompareAndSwap(checking, running) {
 			// A producer claimed the wake-up and sends (or has sent) a
 			// token: consume it so it does not linger.
 			<-q.wake
@@ -134,7 +182,48 @@ func (q *Queue[T]) Wait(done <-chan struct{}) bool {
 	case <-q.wake:
 		return true
 	case <-done:
-		q.parked.Store(0)
+	}
+	for {
+		switch {
+		case q.parked.CompareAndSwap(blocked, running):
+			return false
+		case q.parked.Load() == running:
+			// A producer or a returning lender claimed the wake-up.
+			<-q.wake
+			return false
+		}
+		// Lent: the lender's Return is near.
+		runtime.Gosched()
+	}
+}
+
+// Lend makes the caller the consumer in place of the one blocked in Wait,
+// when the consumer is blocked there and nothing is queued; it reports
+// whether it did. Until Return, the caller may do what the consumer does:
+// use what the consumer owns and Pop, but not Wait; the consumer stays
+// blocked, and pushes meanwhile do not wake it. Any goroutine may call Lend;
+// at most one lends at a time.
+func (q *Queue[T]) Lend() bool {
+	if q.parked.Load() != blocked || !q.parked.CompareAndSwap(blocked, lent) {
 		return false
 	}
+	if q.idle() {
+		return true
+	}
+	// A push is queued whose producer has not yet looked for a wake-up (it
+	// finds the queue lent, or blocked again after Return): it goes first,
+	// on the consumer.
+	q.Return()
+	return false
+}
+
+// Return ends a Lend: the consumer is woken if something was pushed
+// meanwhile, else left blocked. Only the goroutine that lent may call it.
+func (q *Queue[T]) Return() {
+	if q.parked.CompareAndSwap(lent, blocked) {
+		return
+	}
+	// lentPushed: the push left its wake-up to us.
+	q.parked.Store(running)
+	q.token()
 }

@@ -1,6 +1,7 @@
 package mpsc
 
 import (
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -123,5 +124,109 @@ func TestWaitWakes(t *testing.T) {
 	push(q2, 1)
 	if !q2.Wait(done) {
 		t.Fatal("Wait on a non-empty queue reported false")
+	}
+}
+
+// TestLend checks that a lender and the consumer never act at once (owned is
+// touched by both without a lock, so -race sees any overlap), that Lend
+// succeeds only while the consumer waits with nothing queued, and that no push
+// is lost or left without a wake-up however pushes and lends interleave.
+func TestLend(t *testing.T) {
+	const goroutines, rounds = 4, 20000
+	q := New[int]()
+	owned := 0
+	consumed := make(chan int)
+	go func() {
+		for {
+			if n := q.Pop(); n != nil {
+				if n.Value < 0 {
+					consumed <- owned
+					return
+				}
+				owned++
+				continue
+			}
+			q.Wait(nil)
+		}
+	}()
+	var lends [goroutines]int
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range rounds {
+				if i%2 == 0 {
+					push(q, i)
+				} else if q.Lend() {
+					owned++
+					lends[g]++
+					q.Return()
+				}
+				if i%16 == 0 {
+					time.Sleep(time.Microsecond)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	push(q, -1)
+	var got int
+	select {
+	case got = <-consumed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the consumer did not reach the last push: a wake-up was lost")
+	}
+	total := goroutines * rounds / 2
+	for _, n := range lends {
+		total += n
+	}
+	if total == goroutines*rounds/2 {
+		t.Fatal("no Lend succeeded: the test did not exercise lending")
+	}
+	if got != total {
+		t.Fatalf("owned counted %d; want %d pushes and lends", got, total)
+	}
+	if q2 := New[int](); q2.Lend() {
+		t.Fatal("Lend succeeded on a queue whose consumer is not waiting")
+	}
+}
+
+// TestLendWhileWaitEnds checks that a consumer whose Wait ends by done while
+// its place is lent returns only after Return, and that a lend with something
+// queued fails and leaves the consumer to be woken by that push.
+func TestLendWhileWaitEnds(t *testing.T) {
+	q := New[int]()
+	done := make(chan struct{})
+	waited := make(chan bool)
+	go func() { waited <- q.Wait(done) }()
+	for !q.Lend() {
+		runtime.Gosched()
+	}
+	close(done)
+	select {
+	case <-waited:
+		t.Fatal("Wait returned while its place was lent")
+	case <-time.After(50 * time.Millisecond):
+	}
+	q.Return()
+	if ok := <-waited; ok {
+		t.Fatal("Wait ended by done reported true")
+	}
+
+	q = New[int]()
+	go func() { waited <- q.Wait(nil) }()
+	for q.parked.Load() != blocked {
+		runtime.Gosched()
+	}
+	q.link(&Node[int]{Value: 1}) // a push between its link and its look for a wake-up
+	if q.Lend() {
+		t.Fatal("Lend succeeded with an element queued")
+	}
+	q.wakeConsumer()
+	select {
+	case <-waited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a failed Lend did not wake the consumer for the queued element")
 	}
 }
