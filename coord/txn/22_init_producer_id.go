@@ -49,12 +49,8 @@ func handleInitProducerID(c *Coordinator, r kmsg.Request, respond func(kmsg.Resp
 	if req.Version >= 3 {
 		expectedID, expectedEpoch = req.ProducerID, req.ProducerEpoch
 	}
-	var attempt func(s *shard, p int32)
-	attempt = func(s *shard, p int32) {
-		if s.handOff(func(s *shard) { attempt(s, p) }) {
-			// A new producer id may wait for the metadata log.
-			return
-		}
+	// Never lent: a new producer id may wait for the metadata log.
+	c.queueOnShardOf(id, func(s *shard, p int32) {
 		part, code := s.owned(p)
 		if code != nil {
 			fail(code)
@@ -97,8 +93,7 @@ func handleInitProducerID(c *Coordinator, r kmsg.Request, respond func(kmsg.Resp
 			resp.ProducerID, resp.ProducerEpoch = next.producerID, next.producerEpoch
 			respond(resp)
 		})
-	}
-	c.onShardOf(id, attempt)
+	})
 }
 
 // prepareInit returns the state InitProducerId moves m to, m itself for a retry that changes

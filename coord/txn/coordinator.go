@@ -261,3 +261,10 @@ func (c *Coordinator) onShardOf(id string, fn func(s *shard, partition int32)) {
 	p := PartitionFor(id, c.cfg.Partitions)
 	c.shardOf(p).run(func(s *shard) { fn(s, p) })
 }
+
+// queueOnShardOf runs fn on the goroutine of the shard that owns transactional id, for work that
+// may block.
+func (c *Coordinator) queueOnShardOf(id string, fn func(s *shard, partition int32)) {
+	p := PartitionFor(id, c.cfg.Partitions)
+	c.shardOf(p).push(func(s *shard) { fn(s, p) })
+}

@@ -12,15 +12,7 @@ import (
 // timer does not fire, and that Stop ends Run.
 func TestLoopRunsPushedAndScheduled(t *testing.T) {
 	clock := NewManualClock(time.Unix(1000, 0))
-	l, err := New(clock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		l.Run()
-		close(done)
-	}()
+	l, stop := startLoop(t, clock)
 	var mu sync.Mutex
 	var got []string
 	note := func(s string) {
@@ -58,12 +50,7 @@ func TestLoopRunsPushedAndScheduled(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the 2 s timer did not fire once the clock passed it")
 	}
-	l.Push(l.Stop)
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return after Stop")
-	}
+	stop()
 	if !slices.Equal(got, []string{"a", "b", "timer 2s"}) {
 		t.Fatalf("after 2 s: %v; want a b, timer 2s", got)
 	}
@@ -72,15 +59,7 @@ func TestLoopRunsPushedAndScheduled(t *testing.T) {
 // TestLend checks that Lend runs a function on the caller while the loop waits idle, refuses
 // while the loop is busy, and that a function pushed during a lend runs on the loop afterwards.
 func TestLend(t *testing.T) {
-	l, err := New(SystemClock{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		l.Run()
-		close(done)
-	}()
+	l, stop := startLoop(t, SystemClock{})
 	ran := false
 	for !l.Lend(func() { ran = true }) {
 		time.Sleep(time.Millisecond) // the loop's goroutine has not parked yet
@@ -109,6 +88,29 @@ func TestLend(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("a function pushed during a lend did not run")
 	}
-	l.Push(l.Stop)
-	<-done
+	stop()
+}
+
+// startLoop starts a loop on clock running on a goroutine of its own; stop pushes Stop and
+// fails the test unless Run returns.
+func startLoop(t *testing.T, clock Clock) (l *Loop, stop func()) {
+	t.Helper()
+	l, err := New(clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		l.Run()
+		close(done)
+	}()
+	return l, func() {
+		t.Helper()
+		l.Push(l.Stop)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("Run did not return after Stop")
+		}
+	}
 }
