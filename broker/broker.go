@@ -349,7 +349,7 @@ func (b *Broker) Start() error {
 			Rings:           b.cfg.Rings,
 			PinCPUs:         b.cfg.PinCPUs,
 			SendZCThreshold: b.cfg.SendZCThreshold,
-			Wait:            ring.WaitMode(b.cfg.UringWait),
+			Wait:            b.initialWait(),
 			TLS:             b.listeners[l.Name].tls,
 			Logger:          b.logger,
 			SocketBuffers:   b.cfg.socketBuffers(),
@@ -459,6 +459,33 @@ func (b *Broker) EventLoopThreads() int {
 		}
 	}
 	return n
+}
+
+// initialWait is how the io_uring loops block from the start: io.uring.wait, but handoff in
+// place of hold until HoldWaits finds the Ps for it.
+func (b *Broker) initialWait() ring.WaitMode {
+	m, _ := ring.ParseWaitMode(b.cfg.UringWait) // checked when the config was set
+	if m == ring.WaitHold {
+		return ring.WaitHandoff
+	}
+	return m
+}
+
+// HoldWaits switches the io_uring loops to io.uring.wait=hold (the default) once GOMAXPROCS
+// has a P for every loop beside one per core, and reports whether it did. A held wait keeps
+// its loop's P, sparing the runtime a hand-over and a wake-up of its monitor thread per wait;
+// with fewer Ps the loops would take the ones the handler workers need, so they keep handing
+// theirs off.
+func (b *Broker) HoldWaits() bool {
+	m, _ := ring.ParseWaitMode(b.cfg.UringWait)
+	loops := b.EventLoopThreads()
+	if m != ring.WaitHold || loops == 0 || runtime.GOMAXPROCS(0) < runtime.NumCPU()+loops {
+		return false
+	}
+	for _, s := range b.servers {
+		s.SetWait(ring.WaitHold)
+	}
+	return true
 }
 
 // advertised is the advertised endpoint of the inter-broker listener: the one other brokers

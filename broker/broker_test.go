@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -294,4 +296,46 @@ func TestEventLoopThreads(t *testing.T) {
 			t.Fatalf("%s: %d event loop threads, want %d", b.Backend(), got, want)
 		}
 	})
+}
+
+// TestHoldWaits: the io_uring loops switch to held waits only under io.uring.wait=hold (the
+// default) and only once GOMAXPROCS has a P per loop beside one per core; a broker so switched
+// serves produce and fetch, and netpoll has no loops to switch.
+func TestHoldWaits(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(runtime.NumCPU()))
+	if np := startBroker(t, "netpoll", t.TempDir()); np.HoldWaits() {
+		t.Fatal("netpoll: HoldWaits = true, want false: no event loops")
+	}
+	b := startBroker(t, "uring", t.TempDir())
+	if b.HoldWaits() {
+		t.Fatal("GOMAXPROCS = cores: HoldWaits = true, want false: the loops would take the workers' Ps")
+	}
+	runtime.GOMAXPROCS(runtime.NumCPU() + b.EventLoopThreads())
+	if h := startBroker(t, "uring", t.TempDir(), "io.uring.wait=handoff"); h.HoldWaits() {
+		t.Fatal("io.uring.wait=handoff: HoldWaits = true, want false")
+	}
+	if !b.HoldWaits() {
+		t.Fatalf("GOMAXPROCS = %d for %d loops: HoldWaits = false, want true", runtime.GOMAXPROCS(0), b.EventLoopThreads())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := kadm.NewClient(newClient(t, b)).CreateTopic(ctx, 2, 1, nil, "held"); err != nil {
+		t.Fatal(err)
+	}
+	cl := newClient(t, b, kgo.DefaultProduceTopic("held"))
+	const n = 500
+	for i := range n {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(strconv.Itoa(i))}).FirstErr(); err != nil {
+			t.Fatalf("produce %d: %v", i, err)
+		}
+	}
+	consumer := newClient(t, b, kgo.ConsumeTopics("held"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	seen := map[string]bool{}
+	for len(seen) < n {
+		fs := consumer.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatalf("poll after %d of %d records: %v", len(seen), n, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) { seen[string(r.Value)] = true })
+	}
 }

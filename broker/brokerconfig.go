@@ -45,8 +45,10 @@ type Config struct {
 	// coordinators' requests, which only queue on a coordinator shard) on the io_uring thread
 	// that read them, sparing the hand-over to a handler worker and back.
 	InlineRequests bool
-	// UringWait (io.uring.wait, ringbroker's own) is how io_uring loops block: handoff (the
-	// default) gives the loop's Go P to another thread first, syscall keeps it.
+	// UringWait (io.uring.wait, ringbroker's own) is how io_uring loops block: hold (the
+	// default) keeps the loop's Go P running through the wait once the process has a P per
+	// loop (Broker.HoldWaits; handoff until then), handoff gives the P to another thread
+	// first, syscall keeps it in the scheduler's system-call state.
 	UringWait string
 	ClusterID string // cluster.id (ringbroker's own; Kafka takes it from the storage format step)
 	// QueuedMaxRequestBytes (queued.max.request.bytes) bounds the memory of requests read and
@@ -506,8 +508,8 @@ var coreConfigDefs = []brokerConfigDef{
 		"ringbroker's own: sends of at least this many bytes use SEND_ZC on io_uring; 0 is 64 KiB, negative never"),
 	boolDef("io.pin.cpus", "false", func(c *Config) *bool { return &c.PinCPUs },
 		"ringbroker's own: pin each ring's thread, and its handler workers, to one CPU"),
-	stringDef("io.uring.wait", "", func(c *Config) *string { return &c.UringWait }, checkWaitMode,
-		"ringbroker's own: handoff (unset: the default) gives a ring's Go scheduler slot to another thread before it blocks; syscall keeps it"),
+	stringDef("io.uring.wait", string(ring.WaitHold), func(c *Config) *string { return &c.UringWait }, checkWaitMode,
+		"ringbroker's own: hold keeps a ring's Go scheduler slot (P) running while it blocks, once GOMAXPROCS has one per ring beside one per core (ringbroker sizes it so unless the GOMAXPROCS environment variable is set; until then it hands off); handoff gives the slot to another thread before it blocks; syscall keeps it as an ordinary system call"),
 	boolDef("io.fetch.sendfile", "false", func(c *Config) *bool { return &c.FetchSendfile },
 		"ringbroker's own: false sends Fetch data with sendmsg from the mapped segment, whose pages are unmapped once sent; true uses sendfile"),
 	boolDef("io.inline.requests", "true", func(c *Config) *bool { return &c.InlineRequests },

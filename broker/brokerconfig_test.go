@@ -20,7 +20,7 @@ func TestDefaultConfig(t *testing.T) {
 		NodeID: 1, Listeners: []Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 9092}}, LogDirs: []string{"./data"},
 		NumPartitions: 1, DefaultReplication: 1, AutoCreateTopics: true, DeleteTopicEnable: true,
 		SocketRequestMax: 100 << 20, MessageMaxBytes: 1048588, MetricsListen: "127.0.0.1:9644", IO: "auto", TelemetryMaxBytes: 1 << 20,
-		QueuedMaxRequestBytes: 256 << 20, NumIOThreads: 8, MaxInflightPerConn: 5, InlineRequests: true, SocketSendBuffer: 4 << 20, SocketReceiveBuffer: -1,
+		QueuedMaxRequestBytes: 256 << 20, NumIOThreads: 8, MaxInflightPerConn: 5, InlineRequests: true, UringWait: "hold", SocketSendBuffer: 4 << 20, SocketReceiveBuffer: -1,
 		SegmentBytes: 1 << 30, SegmentMs: 7 * 24 * time.Hour, IndexIntervalBytes: 4096, MaxIndexBytes: 10 << 20,
 		FlushMessages: 1<<63 - 1, RetentionMs: 7 * 24 * 3600 * 1000, RetentionBytes: -1, CleanupPolicy: "delete",
 		CompressionType: "producer", RetentionCheckInterval: 300 * time.Second,

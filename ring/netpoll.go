@@ -63,6 +63,9 @@ func listenNetpoll(cfg Config, h Handler) (*npServer, error) {
 
 func (s *npServer) addr() net.Addr { return s.ln.Addr() }
 
+// setWait has nothing to change: netpoll's goroutines block in the Go scheduler.
+func (s *npServer) setWait(WaitMode) {}
+
 func (s *npServer) ringStats() []Stats {
 	return []Stats{s.st.goroutineSnapshot()}
 }

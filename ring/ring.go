@@ -7,8 +7,9 @@
 // Each ring runs on its own locked OS thread, set up with SINGLE_ISSUER and
 // DEFER_TASKRUN where the kernel has them. By default (WaitHandoff) it gives
 // its Go P to another thread before it blocks in io_uring_enter, so goroutines
-// it has just readied run at once; other goroutines wake it through an eventfd
-// only when it sleeps. The netpoll backend runs a reader and a writer
+// it has just readied run at once; with WaitHold it keeps the P, which the
+// process then sizes for (Server.SetWait). Other goroutines wake it through an
+// eventfd only when it sleeps. The netpoll backend runs a reader and a writer
 // goroutine per connection.
 //
 // Handler callbacks for one connection run on one goroutine, in order:
@@ -110,7 +111,8 @@ type Config struct {
 	// kernel copies loopback data anyway, and zero-copy only adds its notification (slower in
 	// BenchmarkStream). Tests set it to exercise the SEND_ZC path over loopback.
 	SendZCLoopback bool
-	// Wait is how io_uring loops block for completions; "" means WaitHandoff.
+	// Wait is how io_uring loops block for completions; "" means WaitHandoff. Listen takes
+	// WaitHold as given: the caller has made room for it (Server.SetWait).
 	Wait WaitMode
 	// Logger receives backend selection and error logs; nil means slog.Default().
 	Logger *slog.Logger
@@ -364,6 +366,8 @@ func (s *Stats) add(o Stats) {
 type engine interface {
 	addr() net.Addr
 	ringStats() []Stats
+	// setWait changes how io_uring loops block; netpoll has none.
+	setWait(m WaitMode)
 	// shutdown stops accepting, drains, closes; after ctx is done it forces the rest.
 	shutdown(ctx context.Context) error
 }
@@ -439,6 +443,12 @@ func (s *Server) Stats() Stats {
 	}
 	return t
 }
+
+// SetWait changes how the server's io_uring loops block for completions, each from its next
+// wait on; a netpoll server has no such loops. WaitHold keeps a Go P per loop while the loop
+// sleeps: switch to it only once GOMAXPROCS has a P for every loop beside those the rest of
+// the process needs, or the other goroutines wait for the loops.
+func (s *Server) SetWait(m WaitMode) { s.eng.setWait(m) }
 
 // RingStats returns the counters of each ring (one entry for netpoll), to see
 // how the kernel spreads connections over the rings.

@@ -112,9 +112,9 @@ func listenUring(cfg Config, h Handler) (*uringServer, error) {
 			zcWant:     cfg.SendZCThreshold,
 			zcLoopback: cfg.SendZCLoopback,
 			zcFlags:    zcFlags(zcReport),
-			wait:       cfg.Wait,
 			exitCh:     make(chan struct{}),
 		}
+		r.wait.Store(&cfg.Wait)
 		r.st.start = time.Now()
 		s.rings = append(s.rings, r)
 		go r.run(ready, start)
@@ -140,6 +140,12 @@ func listenUring(cfg Config, h Handler) (*uringServer, error) {
 }
 
 func (s *uringServer) addr() net.Addr { return s.bound }
+
+func (s *uringServer) setWait(m WaitMode) {
+	for _, r := range s.rings {
+		r.wait.Store(&m)
+	}
+}
 
 func (s *uringServer) ringStats() []Stats {
 	out := make([]Stats, len(s.rings))
@@ -299,8 +305,8 @@ type uring struct {
 	items      outItems
 
 	ring        *giouring.Ring
-	fd          int      // the ring's descriptor, for enterBlocking
-	wait        WaitMode // Config.Wait
+	fd          int                      // the ring's descriptor, for enterBlocking
+	wait        atomic.Pointer[WaitMode] // Config.Wait, then Server.SetWait's
 	setupDesc   string
 	zcThreshold int // 0: SEND_ZC off (disabled or unsupported)
 	efd         int // eventfd that wakes the loop; -1 once closed
@@ -527,8 +533,12 @@ func (r *uring) enter(wait bool) error {
 	case wait && r.ring.CQReady() > 0:
 		// Completions are already there: reap them without sleeping.
 		_, err = r.ring.SubmitAndGetEvents()
-	case wait && r.wait == WaitHandoff:
+	case wait && *r.wait.Load() == WaitHandoff:
 		if errno := enterBlocking(uintptr(r.fd), uintptr(flushSQ(r.ring))); errno != 0 {
+			err = errno
+		}
+	case wait && *r.wait.Load() == WaitHold:
+		if errno := enterHolding(uintptr(r.fd), uintptr(flushSQ(r.ring))); errno != 0 {
 			err = errno
 		}
 	case wait:

@@ -23,6 +23,13 @@ const (
 	// WaitHandoff hands the P to another thread before blocking (the runtime's
 	// entersyscallblock, as for known-blocking calls), so work the loop readied runs at once.
 	WaitHandoff WaitMode = "handoff"
+	// WaitHold blocks in io_uring_enter as a raw system call, the P still counted as running:
+	// work the loop readied is stolen by the other Ps, and the runtime's monitor thread (sysmon)
+	// is neither woken by the loop's every wait nor polled back to its 20 µs cycle, which
+	// handoff costs it on every wake-up of an idle process. The loop holds its P while it
+	// sleeps, so the process must have a P per loop beyond those its other goroutines need:
+	// set it only where GOMAXPROCS was raised for the loops (Server.SetWait).
+	WaitHold WaitMode = "hold"
 )
 
 // ParseWaitMode turns a config value ("" meaning the default, handoff) into a WaitMode.
@@ -30,10 +37,10 @@ func ParseWaitMode(s string) (WaitMode, error) {
 	switch m := WaitMode(strings.ToLower(strings.TrimSpace(s))); m {
 	case "":
 		return WaitHandoff, nil
-	case WaitSyscall, WaitHandoff:
+	case WaitSyscall, WaitHandoff, WaitHold:
 		return m, nil
 	default:
-		return "", fmt.Errorf("unknown io_uring wait mode %q; want syscall or handoff", s)
+		return "", fmt.Errorf("unknown io_uring wait mode %q; want handoff, hold or syscall", s)
 	}
 }
 
@@ -55,6 +62,15 @@ func enterBlocking(fd, toSubmit uintptr) syscall.Errno {
 	entersyscallblock()
 	_, _, errno := syscall.RawSyscall6(unix.SYS_IO_URING_ENTER, fd, toSubmit, 1, uintptr(giouring.EnterGetEvents), 0, 0)
 	exitsyscall()
+	return errno
+}
+
+// enterHolding is io_uring_enter(fd, toSubmit, 1, GETEVENTS) without entering the scheduler's
+// system-call state, for WaitHold. The runtime's preemption signal (sent to a goroutine
+// running 10 ms, and again and again while a stop-the-world waits for it) interrupts the
+// wait with EINTR, so the loop still yields its P when the runtime asks for it.
+func enterHolding(fd, toSubmit uintptr) syscall.Errno {
+	_, _, errno := syscall.RawSyscall6(unix.SYS_IO_URING_ENTER, fd, toSubmit, 1, uintptr(giouring.EnterGetEvents), 0, 0)
 	return errno
 }
 

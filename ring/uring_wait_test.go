@@ -2,8 +2,11 @@ package ring
 
 import (
 	"os"
+	"runtime"
 	"strconv"
+	"sync"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/pawelgaczynski/giouring"
@@ -56,7 +59,7 @@ func checkKernelForTest() error {
 }
 
 func TestParseWaitMode(t *testing.T) {
-	for in, want := range map[string]WaitMode{"": WaitHandoff, "handoff": WaitHandoff, " Syscall ": WaitSyscall} {
+	for in, want := range map[string]WaitMode{"": WaitHandoff, "handoff": WaitHandoff, " Syscall ": WaitSyscall, "HOLD": WaitHold} {
 		if got, err := ParseWaitMode(in); err != nil || got != want {
 			t.Errorf("ParseWaitMode(%q) = %q, %v; want %q", in, got, err, want)
 		}
@@ -64,4 +67,51 @@ func TestParseWaitMode(t *testing.T) {
 	if _, err := ParseWaitMode("spin"); err == nil {
 		t.Error("ParseWaitMode(spin) accepted")
 	}
+}
+
+// TestWaitHold: loops that hold their P through the wait (GOMAXPROCS raised by one P per
+// loop, as ringbroker does) echo as the default loops do, and a collection, whose
+// stop-the-world must take the Ps of loops asleep in io_uring_enter, finishes while they are
+// idle; after SetWait(WaitHandoff) they echo again.
+func TestWaitHold(t *testing.T) {
+	const rings = 2
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(runtime.NumCPU() + rings))
+	h := newEchoHandler(t)
+	s := startServer(t, Config{Backend: Uring, Rings: rings, Wait: WaitHold}, h)
+	echoAll := func(conns int) {
+		t.Helper()
+		var wg sync.WaitGroup
+		for ci := range conns {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := echoClient(s, ci, []int{1, 4096, 100_000}, 50); err != nil {
+					t.Errorf("client %d: %v", ci, err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	echoAll(4)
+	time.Sleep(50 * time.Millisecond) // the loops are asleep in io_uring_enter now
+	for i := range 3 {
+		done := make(chan time.Duration, 1)
+		go func() {
+			start := time.Now()
+			runtime.GC()
+			done <- time.Since(start)
+		}()
+		select {
+		case d := <-done:
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			t.Logf("runtime.GC with held waits: %v, its pauses %v", d, time.Duration(ms.PauseNs[(ms.NumGC+255)%256]))
+		case <-time.After(10 * time.Second):
+			t.Fatalf("runtime.GC %d did not finish in 10s: a held wait kept its P from the stop-the-world", i)
+		}
+	}
+	s.SetWait(WaitHandoff)
+	echoAll(2)
+	waitFor(t, 5*time.Second, "all connections closed", func() bool { return h.closes.Load() == 6 })
+	h.checkDones(t)
 }

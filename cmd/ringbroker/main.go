@@ -100,7 +100,8 @@ func run(args []string) error {
 		return err
 	}
 	sizeScheduler(b, logger)
-	logger.Info("ringbroker started", "addr", b.Addr().String(), "io", b.Backend(), "gomaxprocs", runtime.GOMAXPROCS(0))
+	logger.Info("ringbroker started", "addr", b.Addr().String(), "io", b.Backend(), "gomaxprocs", runtime.GOMAXPROCS(0),
+		"io_uring_wait_held", b.HoldWaits())
 
 	s := <-sig
 	logger.Info("shutting down", "signal", s.String())
@@ -114,11 +115,12 @@ func run(args []string) error {
 }
 
 // sizeScheduler gives the Go scheduler one P per core plus one per io_uring event loop, unless
-// the GOMAXPROCS environment variable sets it. A loop blocked in io_uring_enter hands its P
-// back, but it needs one again for every batch of completions; with a P of its own it does
-// not wait behind the handler workers, which keep the cores busy. Measured on 2 cores with 2
-// rings (ringbench max-throughput, 3 interleaved rounds below load 1): 1.07x the records/s
-// of GOMAXPROCS=2, the same latency at a fixed rate.
+// the GOMAXPROCS environment variable sets it. A loop that holds its P through its wait
+// (io.uring.wait=hold, Broker.HoldWaits) needs that P for itself; one that hands its P back
+// needs one again for every batch of completions, and with a P of its own it does not wait
+// behind the handler workers, which keep the cores busy. Measured on 2 cores with 2 rings
+// handing off (ringbench max-throughput, 3 interleaved rounds below load 1): 1.07x the
+// records/s of GOMAXPROCS=2, the same latency at a fixed rate.
 func sizeScheduler(b *broker.Broker, logger *slog.Logger) {
 	loops := b.EventLoopThreads()
 	if loops == 0 || os.Getenv("GOMAXPROCS") != "" {
