@@ -529,15 +529,15 @@ func (r *uring) loop() {
 // Interruptions are not errors; any other failure is returned.
 func (r *uring) enter(wait bool) error {
 	var err error
-	switch {
+	switch mode := *r.wait.Load(); {
 	case wait && r.ring.CQReady() > 0:
 		// Completions are already there: reap them without sleeping.
 		_, err = r.ring.SubmitAndGetEvents()
-	case wait && *r.wait.Load() == WaitHandoff:
+	case wait && mode == WaitHandoff:
 		if errno := enterBlocking(uintptr(r.fd), uintptr(flushSQ(r.ring))); errno != 0 {
 			err = errno
 		}
-	case wait && *r.wait.Load() == WaitHold:
+	case wait && mode == WaitHold:
 		if errno := enterHolding(uintptr(r.fd), uintptr(flushSQ(r.ring))); errno != 0 {
 			err = errno
 		}

@@ -60,7 +60,7 @@ func exitsyscall()
 //go:nosplit
 func enterBlocking(fd, toSubmit uintptr) syscall.Errno {
 	entersyscallblock()
-	_, _, errno := syscall.RawSyscall6(unix.SYS_IO_URING_ENTER, fd, toSubmit, 1, uintptr(giouring.EnterGetEvents), 0, 0)
+	errno := enterHolding(fd, toSubmit)
 	exitsyscall()
 	return errno
 }
@@ -68,7 +68,11 @@ func enterBlocking(fd, toSubmit uintptr) syscall.Errno {
 // enterHolding is io_uring_enter(fd, toSubmit, 1, GETEVENTS) without entering the scheduler's
 // system-call state, for WaitHold. The runtime's preemption signal (sent to a goroutine
 // running 10 ms, and again and again while a stop-the-world waits for it) interrupts the
-// wait with EINTR, so the loop still yields its P when the runtime asks for it.
+// wait with EINTR, so the loop still yields its P when the runtime asks for it. It is
+// nosplit because enterBlocking calls it in the system-call state, where the stack must not
+// grow.
+//
+//go:nosplit
 func enterHolding(fd, toSubmit uintptr) syscall.Errno {
 	_, _, errno := syscall.RawSyscall6(unix.SYS_IO_URING_ENTER, fd, toSubmit, 1, uintptr(giouring.EnterGetEvents), 0, 0)
 	return errno
