@@ -30,6 +30,9 @@ type Log struct {
 	wbQueued       atomic.Bool  // the log waits in Options.Writeback's queue
 	readerAt       atomic.Int64 // the furthest offset a consumer asked to read from (NoteReader)
 	readerSeen     atomic.Int64 // Now() in Unix nanoseconds of the last NoteReader
+	// wbLastPass is Now() in Unix nanoseconds of the log's last writeback pass; only the
+	// Writeback goroutine uses it.
+	wbLastPass int64
 
 	mu        sync.Mutex
 	active    *segment

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -96,6 +97,11 @@ type segment struct {
 	wbTries            int
 	wbVec              []byte
 	wbDropped          atomic.Int64
+	// allocEnd is how far the file's disk blocks are allocated past its end (allocateAhead),
+	// 0 when they are not; deactivate gives them back. noAlloc says the file system refused
+	// to allocate, so no pass tries again. noAlloc is the Writeback goroutine's only.
+	allocEnd atomic.Int64
+	noAlloc  bool
 }
 
 func newSegment(base int64, path string, f *os.File, logger *slog.Logger, now time.Time) *segment {
@@ -171,6 +177,10 @@ func (s *segment) mapData(capacity int64) error {
 		return fmt.Errorf("stat segment %s: %w", s.path, err)
 	}
 	s.size.Store(fi.Size())
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Blocks*512 > fi.Size()+leftoverAllocBytes {
+		// Blocks allocated ahead before a crash: deactivate frees them.
+		s.allocEnd.Store(st.Blocks * 512)
+	}
 	length := max(fi.Size(), capacity)
 	if length > math.MaxInt32 {
 		return fmt.Errorf("segment %s: %d bytes exceeds the %d-byte limit of 32-bit positions", s.path, length, math.MaxInt32)
@@ -319,7 +329,22 @@ func (s *segment) deactivate() error {
 	err := errors.Join(s.offIdx.trim(), s.timIdx.trim())
 	s.sealed.Store(true)
 	s.dirty.Store(true)
-	return err
+	return errors.Join(err, s.trimAllocated())
+}
+
+// trimAllocated gives back the disk blocks allocated past the end of the file, if any: the
+// file is truncated to its own size, which frees them and changes nothing else. Called under
+// Log.mu, so no append moves the end meanwhile.
+func (s *segment) trimAllocated() error {
+	size := s.size.Load()
+	if s.allocEnd.Load() <= size {
+		return nil
+	}
+	s.allocEnd.Store(0)
+	if err := s.f.Truncate(size); err != nil {
+		return fmt.Errorf("free blocks allocated past the end of %s: %w", s.path, err)
+	}
+	return nil
 }
 
 // read returns whole batches starting with the first one whose last offset is >= offset, up to

@@ -2,6 +2,7 @@ package log
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -237,4 +238,120 @@ func TestWritebackKeepsUnreadBytes(t *testing.T) {
 	}
 	l, s = l2, l2.active
 	cachedAs(window)
+}
+
+// allocatedBytes is the disk space the file at path takes.
+func allocatedBytes(t *testing.T, path string) int64 {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Blocks * 512
+}
+
+// TestWritebackAllocatesAhead checks that a log needing a second pass within allocHotInterval
+// of its first gets the blocks of its next bytes allocated without its size changing, that a
+// roll and Close give back what the segments did not use, that blocks a run left allocated
+// without closing the log are given back by the next run's close, and that every batch reads
+// back unchanged.
+func TestWritebackAllocatesAhead(t *testing.T) {
+	const window, slack = 64 << 10, 64 << 10
+	dir := t.TempDir()
+	probe, err := os.Create(filepath.Join(dir, "probe"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = unix.Fallocate(int(probe.Fd()), unix.FALLOC_FL_KEEP_SIZE, 0, 1<<20)
+	probe.Close()
+	if errors.Is(err, unix.EOPNOTSUPP) {
+		t.Skipf("the file system of %s does not allocate ahead: %v", dir, err)
+	}
+	cfg := testConfig()
+	cfg.SegmentBytes = 4 << 20
+	logDir := filepath.Join(dir, "log")
+	l := mustOpen(t, logDir, cfg, Options{})
+	var want [][]byte
+	appendN := func(n int) {
+		for range n {
+			b := makeBatch(t, plain(8, 1000, int64(len(want))))
+			want = append(want, bytes.Clone(b))
+			mustAppend(t, l, b)
+		}
+	}
+	pass := func() {
+		if err := l.writeback(window); err != nil {
+			t.Fatalf("writeback: %v", err)
+		}
+	}
+	checkSize := func(s *segment) {
+		if fi, err := os.Stat(s.path); err != nil || fi.Size() != s.size.Load() {
+			t.Fatalf("%s: file size %v (%v); want the segment's %d", filepath.Base(s.path), fi.Size(), err, s.size.Load())
+		}
+	}
+
+	appendN(16)
+	pass()
+	s := l.active
+	if a := allocatedBytes(t, s.path); a > s.size.Load()+slack {
+		t.Fatalf("after a first pass %d bytes allocated for %d; want none ahead", a, s.size.Load())
+	}
+	pass()
+	if a, want := allocatedBytes(t, s.path), s.size.Load()+allocAhead; a < min(want, cfg.SegmentBytes) {
+		t.Fatalf("after a second pass %d bytes allocated for %d; want %d", a, s.size.Load(), min(want, cfg.SegmentBytes))
+	}
+	checkSize(s)
+
+	appendN(520) // about 4 MiB more: rolls
+	if l.active == s {
+		t.Fatal("the log did not roll")
+	}
+	for _, r := range *l.segs.Load() {
+		if r == l.active {
+			continue
+		}
+		if a := allocatedBytes(t, r.path); a > r.size.Load()+slack {
+			t.Fatalf("rolled segment %s: %d bytes allocated for %d", filepath.Base(r.path), a, r.size.Load())
+		}
+		checkSize(r)
+	}
+	pass()
+	pass()
+	active := l.active
+	if a := allocatedBytes(t, active.path); a < min(active.size.Load()+allocAhead, cfg.SegmentBytes) {
+		t.Fatalf("new active segment: %d bytes allocated for %d; want blocks ahead", a, active.size.Load())
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if a := allocatedBytes(t, active.path); a > active.size.Load()+slack {
+		t.Fatalf("closed active segment: %d bytes allocated for %d", a, active.size.Load())
+	}
+
+	// Blocks allocated ahead by a run that ended without closing the log.
+	f, err := os.OpenFile(active.path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, active.size.Load(), 4<<20)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l = mustOpen(t, logDir, cfg, Options{})
+	got := readBatches(t, l, 0)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if a := allocatedBytes(t, active.path); a > active.size.Load()+slack {
+		t.Fatalf("reopened and closed: %d bytes allocated for %d", a, active.size.Load())
+	}
+	if len(got) != len(want) {
+		t.Fatalf("read %d batches; want %d", len(got), len(want))
+	}
+	for i := range want {
+		if len(got[i]) != len(want[i]) || !bytes.Equal(got[i][16:], want[i][16:]) {
+			t.Fatalf("batch %d differs", i)
+		}
+	}
 }
