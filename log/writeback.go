@@ -166,10 +166,11 @@ func (l *Log) NoteReader(offset int64, now time.Time) {
 	}
 }
 
-// keepBytes is how many bytes at the end of segs a pass keeps cached: the window, or the bytes
-// an active reader has not read yet, at most unreadWindows windows.
-func (l *Log) keepBytes(segs []*segment, window int64) int64 {
-	if l.opts.Now().UnixNano()-l.readerSeen.Load() > int64(readerIdle) {
+// keepBytes is how many bytes at the end of segs a pass at now (Unix nanoseconds) keeps
+// cached: the window, or the bytes an active reader has not read yet, at most unreadWindows
+// windows.
+func (l *Log) keepBytes(segs []*segment, window, now int64) int64 {
+	if now-l.readerSeen.Load() > int64(readerIdle) {
 		return window
 	}
 	at, limit := l.readerAt.Load(), unreadWindows*window
@@ -203,7 +204,7 @@ func (l *Log) writeback(window int64) error {
 	}
 	l.wbLastPass = now
 	page := int64(os.Getpagesize())
-	keepAll := l.keepBytes(segs, window)
+	keepAll := l.keepBytes(segs, window, now)
 	var after int64 // bytes of the segments after segs[i]
 	for i := len(segs) - 1; i >= 0; i-- {
 		s := segs[i]
