@@ -167,10 +167,10 @@ func javaProducerCmd(t *testing.T, nodes []*Broker, topic string, rate int) (*ex
 	for _, b := range nodes {
 		seeds = append(seeds, b.Addr())
 	}
-	cmd := exec.Command("java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-		"-Dlog4j2.configurationFile="+log4j, "-cp", kafkaClasspath(t), "org.apache.kafka.tools.VerifiableProducer",
+	cmd := exec.Command("java", javaArgs(t, []string{"-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+		"-Dlog4j2.configurationFile=" + log4j}, "org.apache.kafka.tools.VerifiableProducer",
 		"--topic", topic, "--bootstrap-server", strings.Join(seeds, ","), "--acks", "-1",
-		"--throughput", fmt.Sprint(rate), "--producer.config", cfg)
+		"--throughput", fmt.Sprint(rate), "--producer.config", cfg)...)
 	return cmd, filepath.Join(dir, "stderr.log")
 }
 

@@ -126,8 +126,8 @@ func clusterNode(t *testing.T, kind string, i int, cid, dir, addr string, props,
 		runJava(t, "kafka.tools.StorageTool", append([]string{"format", "-t", cid, "-c", cfg}, formatArgs...)...)
 		log4j := filepath.Join(dir, "log4j2.properties")
 		writeFile(t, log4j, log4jConfig("info", "SYSTEM_OUT"))
-		b.argv = wrap([]string{"java", "-Xms128m", "-Xmx512m", "-XX:+UseG1GC",
-			"-Dlog4j2.configurationFile=" + log4j, "-cp", kafkaClasspath(t), "kafka.Kafka", cfg})
+		b.argv = wrap(append([]string{"java"}, javaArgs(t, []string{"-Xms128m", "-Xmx512m", "-XX:+UseG1GC",
+			"-Dlog4j2.configurationFile=" + log4j}, "kafka.Kafka", cfg)...))
 		b.cleanExit = func(code int) bool { return code == 0 || code == 143 }
 	default:
 		t.Fatalf("%s=%q: want ringbroker or kafka", envBroker, kind)

@@ -269,8 +269,8 @@ func tryJava(t *testing.T, mainClass string, args ...string) (string, error) {
 	defer cancel()
 	log4j := filepath.Join(t.TempDir(), "log4j2-tools.properties")
 	writeFile(t, log4j, log4jConfig("warn", "SYSTEM_ERR"))
-	cmd := exec.CommandContext(ctx, "java", append([]string{"-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-		"-Dlog4j2.configurationFile=" + log4j, "-cp", kafkaClasspath(t), mainClass}, args...)...)
+	cmd := exec.CommandContext(ctx, "java", javaArgs(t, []string{"-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+		"-Dlog4j2.configurationFile=" + log4j}, mainClass, args...)...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

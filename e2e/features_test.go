@@ -17,8 +17,8 @@ func TestFeatureTool(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, tg target) {
 		b := tg.start(t)
 		features := func(args ...string) (string, error) {
-			cmd := exec.Command("java", append([]string{"-cp", kafkaClasspath(t), "org.apache.kafka.tools.FeatureCommand",
-				"--bootstrap-server", b.Addr()}, args...)...)
+			cmd := exec.Command("java", javaArgs(t, nil, "org.apache.kafka.tools.FeatureCommand",
+				append([]string{"--bootstrap-server", b.Addr()}, args...)...)...)
 			out, err := cmd.CombinedOutput()
 			return string(out), err
 		}

@@ -289,15 +289,14 @@ type javaMember struct {
 	stderr bytes.Buffer
 }
 
-// startJavaMember runs e2e/testdata/GroupMember.java with the source launcher and feeds
+// startJavaMember runs e2e/testdata/GroupMember.java (compiled by TestMain) and feeds
 // its event lines into own.
 func startJavaMember(t *testing.T, b *Broker, own *ownership, group, topic, protocol, name string) *javaMember {
 	t.Helper()
 	log4j := filepath.Join(t.TempDir(), "log4j2-member.properties")
 	writeFile(t, log4j, log4jConfig("warn", "SYSTEM_ERR"))
-	src := filepath.Join(repoRoot(), "e2e", "testdata", "GroupMember.java")
-	cmd := exec.Command("java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-		"-Dlog4j2.configurationFile="+log4j, "-cp", kafkaClasspath(t), src, b.Addr(), group, topic, protocol, name)
+	cmd := exec.Command("java", javaArgs(t, []string{"-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+		"-Dlog4j2.configurationFile=" + log4j}, "GroupMember", b.Addr(), group, topic, protocol, name)...)
 	m := &javaMember{name: name, cmd: cmd, done: make(chan struct{})}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

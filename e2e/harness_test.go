@@ -51,11 +51,26 @@ func runTests(m *testing.M) int {
 	flag.Parse()
 	// Listing tests (as `make fuzz-short` does) starts no broker, so needs no binary.
 	listing := flag.Lookup("test.list").Value.String() != ""
-	if brokerKind() == "ringbroker" && !listing {
+	if listing {
+		return m.Run()
+	}
+	warmBroker := ""
+	if brokerKind() == "ringbroker" {
 		if err := buildRingbroker(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
+		warmBroker = ringbrokerBinary()
+	}
+	dir, err := os.MkdirTemp("", "ringbroker-e2e-java-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if suiteJava, err = prepareJava(dir, warmBroker); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	return m.Run()
 }
@@ -263,11 +278,8 @@ func writeKafkaConfig(t *testing.T, dir string, port, controllerPort int, overri
 // kafkaArgv is the command line of an Apache Kafka broker with the given configuration.
 func kafkaArgv(t *testing.T, props, log4j string) []string {
 	t.Helper()
-	return []string{
-		"java", "-Xms256m", "-Xmx1g", "-XX:+UseG1GC",
-		"-Dlog4j2.configurationFile=" + log4j,
-		"-cp", kafkaClasspath(t), "kafka.Kafka", props,
-	}
+	return append([]string{"java"}, javaArgs(t, []string{"-Xms256m", "-Xmx1g", "-XX:+UseG1GC",
+		"-Dlog4j2.configurationFile=" + log4j}, "kafka.Kafka", props)...)
 }
 
 // newKafkaBroker is an Apache Kafka broker, not started yet, run by argv in dir and serving
@@ -544,12 +556,11 @@ func log4jConfig(level, target string) string {
 
 func kafkaClasspath(t testing.TB) string {
 	t.Helper()
-	dir := filepath.Join(repoRoot(), kafkaLibs)
-	jars, err := filepath.Glob(filepath.Join(dir, "kafka_2.13-*.jar"))
-	if err != nil || len(jars) == 0 {
-		t.Fatalf("no Apache Kafka jars in %s (run `make deps`): %v", dir, err)
+	cp, err := javaLibs()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return filepath.Join(dir, "*")
+	return cp
 }
 
 // cmdResult is what a finished client command printed.
@@ -602,12 +613,9 @@ func runJavaStdin(t testing.TB, stdin []byte, mainClass string, args ...string) 
 	t.Helper()
 	log4j := filepath.Join(t.TempDir(), "log4j2-tools.properties")
 	writeFile(t, log4j, log4jConfig("warn", "SYSTEM_ERR"))
-	argv := []string{
-		"-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-		"-Dlog4j2.configurationFile=" + log4j,
-		"-cp", kafkaClasspath(t), mainClass,
-	}
-	return runCmd(t, javaTimeout, stdin, "java", append(argv, args...)...)
+	argv := javaArgs(t, []string{"-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+		"-Dlog4j2.configurationFile=" + log4j}, mainClass, args...)
+	return runCmd(t, javaTimeout, stdin, "java", argv...)
 }
 
 // runKcat runs kcat with no input.

@@ -16,8 +16,8 @@ import (
 	"ringbroker/internal/testutil"
 )
 
-// javaApp is one run of a Java program from e2e/testdata, started with the Java source
-// launcher on the Apache Kafka classpath. It keeps the lines the program prints on stdout
+// javaApp is one run of a Java program from e2e/testdata, compiled by TestMain, on the
+// Apache Kafka classpath. It keeps the lines the program prints on stdout
 // for the test to wait on, and its stderr for failures.
 type javaApp struct {
 	name  string
@@ -40,15 +40,14 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	return w.a.stderr.Write(p)
 }
 
-// startJavaApp runs e2e/testdata/<src> with args; heap is its -Xmx. The process is
-// killed when the test ends, and its stderr printed if the test failed.
-func startJavaApp(t *testing.T, name, src, heap string, args ...string) *javaApp {
+// startJavaApp runs program (the class of e2e/testdata/<program>.java) with args; heap is
+// its -Xmx. The process is killed when the test ends, and its stderr printed if the test failed.
+func startJavaApp(t *testing.T, name, program, heap string, args ...string) *javaApp {
 	t.Helper()
 	log4j := filepath.Join(t.TempDir(), "log4j2-app.properties")
 	writeFile(t, log4j, log4jConfig("warn", "SYSTEM_ERR"))
-	path := filepath.Join(repoRoot(), "e2e", "testdata", src)
-	argv := append([]string{"-Xmx" + heap, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-		"-Dlog4j2.configurationFile=" + log4j, "-cp", kafkaClasspath(t), path}, args...)
+	argv := javaArgs(t, []string{"-Xmx" + heap, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+		"-Dlog4j2.configurationFile=" + log4j}, program, args...)
 	a := &javaApp{name: name, cmd: exec.Command("java", argv...), done: make(chan struct{})}
 	stdout, err := a.cmd.StdoutPipe()
 	if err != nil {
@@ -59,7 +58,7 @@ func startJavaApp(t *testing.T, name, src, heap string, args ...string) *javaApp
 		t.Fatalf("%s: stdin pipe: %v", name, err)
 	}
 	if err := a.cmd.Start(); err != nil {
-		t.Fatalf("start %s (%s): %v", name, src, err)
+		t.Fatalf("start %s (%s): %v", name, program, err)
 	}
 	go func() {
 		defer close(a.done)

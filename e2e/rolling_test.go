@@ -128,8 +128,8 @@ func startJavaTool(t *testing.T, mainClass string, args ...string) *javaTool {
 	log4j := filepath.Join(dir, "log4j2.properties")
 	writeFile(t, log4j, log4jConfig("warn", "SYSTEM_ERR"))
 	jt := &javaTool{t: t, stderr: filepath.Join(dir, "stderr.log"), done: make(chan error, 1)}
-	jt.cmd = exec.Command("java", append([]string{"-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-		"-Dlog4j2.configurationFile=" + log4j, "-cp", kafkaClasspath(t), mainClass}, args...)...)
+	jt.cmd = exec.Command("java", javaArgs(t, []string{"-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+		"-Dlog4j2.configurationFile=" + log4j}, mainClass, args...)...)
 	errf, err := os.Create(jt.stderr)
 	if err != nil {
 		t.Fatal(err)

@@ -140,7 +140,7 @@ func TestSecurity(t *testing.T) {
 				scramJAASLine(scramUser, "wrong"),
 				"ssl.truststore.type=PEM",
 				"ssl.truststore.location="+s.ca.CertFile)
-			out := runJava(t, secureClientSource(), "authfail", props).stdout
+			out := runJava(t, secureClient, "authfail", props).stdout
 			if want := "AUTHFAIL " + scramFailedMessage + "SCRAM-SHA-512"; strings.TrimSpace(out) != want {
 				t.Fatalf("SecureClient authfail printed %q, want %q", out, want)
 			}
@@ -173,16 +173,15 @@ func scramJAASLine(user, pass string) string {
 	return fmt.Sprintf(`sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="%s" password="%s";`, user, pass)
 }
 
-// secureClientSource is the path of the Java program the security tests run.
-func secureClientSource() string {
-	return filepath.Join(repoRoot(), "e2e", "testdata", "SecureClient.java")
-}
+// secureClient is the Java program the security tests run: e2e/testdata/SecureClient.java,
+// compiled by TestMain.
+const secureClient = "SecureClient"
 
 // javaRoundTrip runs SecureClient.java's roundtrip with the client settings in props and
 // checks that it read back the clientRecords records it wrote and the broker holds no others.
 func javaRoundTrip(t *testing.T, s *securedBroker, props, topic string) {
 	t.Helper()
-	out := runJava(t, secureClientSource(), "roundtrip", props, topic, fmt.Sprint(clientRecords)).stdout
+	out := runJava(t, secureClient, "roundtrip", props, topic, fmt.Sprint(clientRecords)).stdout
 	checkScript(t, s.Broker, topic, out)
 }
 

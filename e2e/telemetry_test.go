@@ -151,10 +151,10 @@ func startPerfProducer(t *testing.T, b *Broker, topic, clientID string) *perfPro
 	log4j := filepath.Join(t.TempDir(), "log4j2-perf.properties")
 	writeFile(t, log4j, log4jConfig("warn", "SYSTEM_ERR"))
 	p := &perfProducer{done: make(chan struct{})}
-	p.cmd = exec.Command("java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dlog4j2.configurationFile="+log4j,
-		"-cp", kafkaClasspath(t), "org.apache.kafka.tools.ProducerPerformance",
+	p.cmd = exec.Command("java", javaArgs(t, []string{"-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+		"-Dlog4j2.configurationFile=" + log4j}, "org.apache.kafka.tools.ProducerPerformance",
 		"--topic", topic, "--num-records", "100000000", "--throughput", "100", "--record-size", "100",
-		"--producer-props", "bootstrap.servers="+b.Addr(), "client.id="+clientID, "linger.ms=5")
+		"--producer-props", "bootstrap.servers="+b.Addr(), "client.id="+clientID, "linger.ms=5")...)
 	p.cmd.Stdout, p.cmd.Stderr = p, p
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start kafka-producer-perf-test: %v", err)

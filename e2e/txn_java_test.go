@@ -70,7 +70,7 @@ func TestTxnJavaETL(t *testing.T) {
 		phase("input produced")
 
 		start := func(n int) *javaApp {
-			return startJavaApp(t, fmt.Sprintf("TxnEtl#%d", n), "TxnEtl.java", "256m", b.Addr(), group, txnID, input, output)
+			return startJavaApp(t, fmt.Sprintf("TxnEtl#%d", n), "TxnEtl", "256m", b.Addr(), group, txnID, input, output)
 		}
 		apps := []*javaApp{start(1)}
 		apps[0].await(t, "COMMITTED", 1, javaETLFirstCommit)

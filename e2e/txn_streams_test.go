@@ -50,7 +50,7 @@ func TestTxnStreamsWordCount(t *testing.T) {
 		stateDir := filepath.Join(t.TempDir(), "streams")
 
 		start := func(n int) *javaApp {
-			return startJavaApp(t, fmt.Sprintf("WordCountEos#%d", n), "WordCountEos.java", "384m", b.Addr(), appID, input, output, stateDir)
+			return startJavaApp(t, fmt.Sprintf("WordCountEos#%d", n), "WordCountEos", "384m", b.Addr(), appID, input, output, stateDir)
 		}
 		app := start(1)
 		app.await(t, "STATE RUNNING", 1, wcStart)

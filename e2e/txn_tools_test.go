@@ -42,7 +42,7 @@ func TestTxnTools(t *testing.T) {
 // 0 of topic, left open, with the given transaction timeout.
 func startHungTxn(t *testing.T, b *Broker, txnID, topic string, count int, timeout time.Duration) *javaApp {
 	t.Helper()
-	app := startJavaApp(t, "TxnProducer hang "+txnID, "TxnProducer.java", "192m",
+	app := startJavaApp(t, "TxnProducer hang "+txnID, "TxnProducer", "192m",
 		"hang", b.Addr(), txnID, topic, strconv.Itoa(count), strconv.FormatInt(timeout.Milliseconds(), 10))
 	app.await(t, "OPEN", 1, txnOpenTimeout)
 	return app
@@ -111,7 +111,7 @@ func testTransactionsCommand(t *testing.T, b *Broker) {
 func testTxnFencing(t *testing.T, b *Broker) {
 	const topic, txnID = "txn-fence", "fence-txn"
 	b.CreateTopic(t, topic, 1)
-	app := startJavaApp(t, "TxnProducer fence", "TxnProducer.java", "192m", "fence", b.Addr(), txnID, topic)
+	app := startJavaApp(t, "TxnProducer fence", "TxnProducer", "192m", "fence", b.Addr(), txnID, topic)
 	app.await(t, "SECOND COMMITTED", 1, txnOpenTimeout)
 	app.stop(t, 30*time.Second)
 
