@@ -15,6 +15,9 @@ BENCHTIME     ?= 1s
 E2E_BROKER    ?= ringbroker
 E2E_TIMEOUT   ?= 20m
 UNIT_TIMEOUT  ?= 10m
+# Tests marked parallel run this many at a time in each package: the slow ones of ./broker
+# spend their time waiting on in-process clusters (timeouts, elections), not computing.
+UNIT_PARALLEL ?= 4
 # make compare: measured time and warmup per workload, Kafka's first warmup (JIT),
 # the workloads after max-throughput and the half-rate run, and where results go.
 COMPARE_DURATION     ?= 30s
@@ -72,8 +75,8 @@ test: deps vet unit e2e fuzz-short
 
 unit:
 	@pkgs="$(UNIT_PKGS)"; if [ -z "$$pkgs" ]; then echo "unit: no packages"; exit 0; fi; \
-	echo "$(GO) test $(GOLDFLAGS) -count=1 -timeout $(UNIT_TIMEOUT) <packages>"; \
-	$(GO) test $(GOLDFLAGS) -count=1 -timeout $(UNIT_TIMEOUT) $$pkgs
+	echo "$(GO) test $(GOLDFLAGS) -count=1 -parallel $(UNIT_PARALLEL) -timeout $(UNIT_TIMEOUT) <packages>"; \
+	$(GO) test $(GOLDFLAGS) -count=1 -parallel $(UNIT_PARALLEL) -timeout $(UNIT_TIMEOUT) $$pkgs
 
 e2e:
 	E2E_BROKER=$(E2E_BROKER) $(GO) test $(GOLDFLAGS) -count=1 -timeout $(E2E_TIMEOUT) -v ./e2e/

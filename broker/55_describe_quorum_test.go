@@ -70,6 +70,7 @@ func TestDescribeQuorumSingleNode(t *testing.T) {
 // the three voters with their controller endpoints, answered by the leader, which has heard
 // from both followers and found them caught up.
 func TestDescribeQuorumCluster(t *testing.T) {
+	t.Parallel()
 	bs := startInProcessCluster(t, 3, fastReplication)
 	waitUnfenced(t, bs)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -125,6 +125,7 @@ func TestDescribeProducers(t *testing.T) {
 // TestDescribeProducersReplicas: a follower answers from its own replica, as Kafka's does, and
 // a broker without a replica of an existing partition answers NOT_LEADER_OR_FOLLOWER.
 func TestDescribeProducersReplicas(t *testing.T) {
+	t.Parallel()
 	bs, ctx, adm := replicatedCluster(t, "rdp", 1, nil, func(c *Config) { c.TxnPartitionVerification = false })
 	cl := newClient(t, bs[0], clusterSeeds(bs))
 	p := initProducer(ctx, t, cl)

@@ -146,6 +146,7 @@ func TestDecideAlterPartition(t *testing.T) {
 // broker epoch than its registration's is refused the ISR (KIP-903), and the same follower at
 // its registration's epoch joins it.
 func TestAlterISRChecksBrokerEpoch(t *testing.T) {
+	t.Parallel()
 	// Broker 9 is registered by the test and never runs: a long session keeps it unfenced.
 	bs, ctx, _ := replicatedCluster(t, "warmup", 1, nil, func(c *Config) { c.BrokerSessionTimeout = time.Minute })
 	var leader *Broker

@@ -138,6 +138,7 @@ func findCoordinator(t *testing.T, ctx context.Context, cl *kgo.Client, b *Broke
 // GROUP_AUTHORIZATION_FAILED at the group; the reader may not produce, nor get an idempotent
 // producer id.
 func TestAuthzReadWrite(t *testing.T) {
+	t.Parallel()
 	forBackends(t, func(t *testing.T, io string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
@@ -748,6 +749,7 @@ func TestAuthzAllowEveryoneIfNoACL(t *testing.T) {
 // nodes commits, its markers written by WriteTxnMarkers and its partitions verified with
 // AddPartitionsToTxn between brokers.
 func TestAuthzInterBrokerCluster(t *testing.T) {
+	t.Parallel()
 	forBackends(t, func(t *testing.T, io string) {
 		bs := startInProcessCluster(t, 3, fastReplication, func(c *Config) {
 			c.IO = io

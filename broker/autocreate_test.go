@@ -82,6 +82,7 @@ func TestMetadataAutoCreate(t *testing.T) {
 // maxAutoCreatePending of them; the rest are created when asked for again. The queue is the
 // same on both backends, so one runs.
 func TestMetadataAutoCreateBound(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	b := startBroker(t, "netpoll", t.TempDir())

@@ -91,6 +91,7 @@ func TestClientQuotas(t *testing.T) {
 // TestConnectionQuotas: max.connections.per.ip closes connections over the limit, and an
 // override for the address raises it.
 func TestConnectionQuotas(t *testing.T) {
+	t.Parallel()
 	forBackends(t, func(t *testing.T, backend string) {
 		for _, c := range []struct {
 			overrides []string
@@ -161,6 +162,7 @@ func TestControllerMutationQuota(t *testing.T) {
 // TestMaxConnections: at max.connections a new connection is held unread, its request not
 // answered, until another connection closes; then it is served.
 func TestMaxConnections(t *testing.T) {
+	t.Parallel()
 	forBackends(t, func(t *testing.T, backend string) {
 		b := startBroker(t, backend, t.TempDir(), "max.connections=2")
 		answered := func(c net.Conn, within time.Duration) bool {
@@ -198,6 +200,7 @@ func TestMaxConnections(t *testing.T) {
 // (AlterClientQuotas on an ip entity) closes those over it instead, as Kafka's
 // ConnectionQuotas. With quota.window.num=3 a rate of 2/s admits a burst of 4 at once.
 func TestConnectionCreationRate(t *testing.T) {
+	t.Parallel()
 	// burst dials n connections at once, each sending an ApiVersions, and returns when each
 	// was answered, after start (a negative duration: closed unanswered).
 	burst := func(t *testing.T, b *Broker, n int) []time.Duration {
@@ -269,6 +272,7 @@ func TestConnectionCreationRate(t *testing.T) {
 // quota allows in its windows (64 KiB/s × 2 of quota.window.num=3 here), so the first one is
 // served.
 func TestThrottledFetchIsEmpty(t *testing.T) {
+	t.Parallel()
 	forBackends(t, func(t *testing.T, backend string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()

@@ -20,6 +20,7 @@ import (
 // names the same coordinator, the leader of the group's __consumer_offsets partition, and the
 // group reads everything and commits there.
 func TestClusterGroupCoordinator(t *testing.T) {
+	t.Parallel()
 	bs := startInProcessCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -106,6 +107,7 @@ func TestClusterGroupCoordinator(t *testing.T) {
 // the group go (NOT_COORDINATOR), FindCoordinator names the new leader, and the offsets
 // committed before are all there.
 func TestCoordinatorFailover(t *testing.T) {
+	t.Parallel()
 	bs, ctx, adm := replicatedCluster(t, "cf", 4, nil)
 	const group = "failover-group"
 	// coordinatorOf asks for the group's coordinator until it is one of nodes and, when want

@@ -113,6 +113,7 @@ func startQuorum(tb testing.TB, n int, base func(dir string) Config, logger *slo
 // TestProducerIDBlocksRace reserves producer-id blocks from all three nodes of a cluster at
 // once: the reservations that race from the same image retry, and every block is distinct.
 func TestProducerIDBlocksRace(t *testing.T) {
+	t.Parallel()
 	bs := startInProcessCluster(t, 3)
 	const each = 5
 	starts := make(chan int64, len(bs)*each)

@@ -327,6 +327,7 @@ func TestFetchSessionCacheFull(t *testing.T) {
 // TestFetchSessionStaleEviction: with min.incremental.fetch.session.eviction.ms=2000 and one
 // slot, a consumer session takes the place of one unused for longer than that, not before.
 func TestFetchSessionStaleEviction(t *testing.T) {
+	t.Parallel()
 	forBackends(t, func(t *testing.T, io string) {
 		const topic = "sessstale"
 		b := startSessionBroker(t, io, topic, 2, "max.incremental.fetch.session.cache.slots=1",

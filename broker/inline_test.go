@@ -19,6 +19,7 @@ import (
 // the requests whose append would roll over to a worker (both counted); otherwise nothing runs
 // inline.
 func TestInlineProduce(t *testing.T) {
+	t.Parallel()
 	forBackends(t, func(t *testing.T, io string) {
 		for _, inline := range []bool{true, false} {
 			t.Run(fmt.Sprintf("io.inline.requests=%v", inline), func(t *testing.T) {

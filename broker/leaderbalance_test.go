@@ -262,6 +262,7 @@ func waitPreferredLeaders(t *testing.T, bs []*Broker, topic string) {
 // TestElectLeadersAPI drives ElectLeaders with a real client against a 3-node cluster whose
 // leaders were moved off their preferred replicas.
 func TestElectLeadersAPI(t *testing.T) {
+	t.Parallel()
 	bs, ctx, adm := replicatedCluster(t, "el", 3, nil, func(c *Config) { c.AutoLeaderRebalance = false })
 	waitReplicasEqual(t, bs, "el", 3)
 	moved := moveLeaders(t, bs[1], "el")
@@ -320,6 +321,7 @@ func TestElectLeadersAPI(t *testing.T) {
 // TestAutoLeaderRebalance moves a cluster's leaders off their preferred replicas: the active
 // controller moves them back within a check interval.
 func TestAutoLeaderRebalance(t *testing.T) {
+	t.Parallel()
 	bs, _, _ := replicatedCluster(t, "auto", 3, nil, func(c *Config) { c.LeaderImbalanceCheckInterval = 100 * time.Millisecond })
 	waitReplicasEqual(t, bs, "auto", 3)
 	moveLeaders(t, bs[2], "auto")

@@ -334,6 +334,7 @@ func TestAlterReplicaLogDirs(t *testing.T) {
 // reassignment adds broker 2, broker 2 creates its replica in the dir asked for, not in its
 // first dir, where the fewest-partitions rule (a tie) would put it.
 func TestAlterReplicaLogDirsNotHeld(t *testing.T) {
+	t.Parallel()
 	bs := startInProcessCluster(t, 2, fastReplication, func(c *Config) {
 		c.LogDirs = append(c.LogDirs, filepath.Join(c.LogDirs[0], "second"))
 	})
@@ -564,6 +565,7 @@ func TestFinishMoves(t *testing.T) {
 // in-sync replica, acks=all produce goes on through the new leader, and every record
 // acknowledged before and after is read back, in order.
 func TestLogDirOfflineMovesLeadership(t *testing.T) {
+	t.Parallel()
 	bs, ctx, _ := replicatedCluster(t, "fo", 1, nil)
 	cl := newClient(t, bs[0], clusterSeeds(bs), kgo.DefaultProduceTopic("fo"), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MetadataMinAge(100*time.Millisecond),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }))
@@ -611,6 +613,7 @@ func TestLogDirOfflineMovesLeadership(t *testing.T) {
 // its ISR kept, and every broker answers Metadata for it with leader -1, LEADER_NOT_AVAILABLE
 // and the replica offline, as Kafka's controller and metadata cache do.
 func TestLogDirOfflineLastISR(t *testing.T) {
+	t.Parallel()
 	bs, ctx, adm := replicatedCluster(t, "fo", 1, nil)
 	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "solo"); err != nil {
 		t.Fatal(err)
@@ -812,6 +815,7 @@ func TestAlterReplicaLogDirsResumes(t *testing.T) {
 // about ten seconds' worth through, then hold the rate), so 3 MiB are still being moved a
 // second later; lifting the bound (a dynamic broker config, as Kafka's) lets it finish.
 func TestAlterReplicaLogDirsThrottle(t *testing.T) {
+	t.Parallel()
 	b, td := startTwoDirs(t, "netpoll", "thr", "replica.alter.log.dirs.io.max.bytes.per.second=16384")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -35,6 +35,7 @@ func jwtPart(t *testing.T, v any) string {
 // principal (a super user may describe ACLs), and an expired or wrongly signed token is
 // refused with SASL_AUTHENTICATION_FAILED.
 func TestOAuthBearer(t *testing.T) {
+	t.Parallel()
 	forBackends(t, func(t *testing.T, backend string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

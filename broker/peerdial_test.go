@@ -470,6 +470,7 @@ func securedClient(t *testing.T, ca *testcerts.CA, bs []*Broker, m kgosasl.Mecha
 // brokers) and reads back read_committed with SCRAM-SHA-512; after the leader of
 // a partition shuts down, the others take writes and replicate them.
 func TestSecuredInterBrokerCluster(t *testing.T) {
+	t.Parallel()
 	forBackends(t, func(t *testing.T, io string) {
 		ca := testcerts.NewCA(t, t.TempDir())
 		server := ca.Server(t, "broker")
@@ -553,6 +554,7 @@ func consumeValues(ctx context.Context, t *testing.T, cl *kgo.Client, n int) {
 // follows and never returns, holding none of their records, while acks=all produce completes
 // without it; the other nodes still replicate from it the partitions it leads.
 func TestInterBrokerWrongPassword(t *testing.T) {
+	t.Parallel()
 	ca := testcerts.NewCA(t, t.TempDir())
 	server := ca.Server(t, "broker")
 	// startInProcessCluster builds the nodes' configs in node id order: node 3 gets the wrong

@@ -121,6 +121,7 @@ func createAssigned(ctx context.Context, t *testing.T, cl *kgo.Client, topic str
 // second an unthrottled copy takes on loopback. The bounds are generous; the bytes each
 // throttle counted are checked too.
 func TestReplicationThrottleSlowsCatchUp(t *testing.T) {
+	t.Parallel()
 	const rate, size = 256 << 10, 3 << 20
 	bs := startInProcessCluster(t, 2)
 	cl := newClient(t, bs[0], kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(256<<10),

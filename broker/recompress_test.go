@@ -78,6 +78,7 @@ func TestRecompression(t *testing.T) {
 // TestRecompressionLevel: compression.gzip.level applies to what the broker recompresses: the
 // same records stored at level 1 take more bytes than at level 9.
 func TestRecompressionLevel(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	b := startBroker(t, "netpoll", t.TempDir())

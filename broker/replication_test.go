@@ -145,6 +145,7 @@ func TestElectLeader(t *testing.T) {
 // follower ends with the leader's log byte for byte, the ISR holds all three, and consumers
 // read everything acknowledged.
 func TestReplication(t *testing.T) {
+	t.Parallel()
 	bs, ctx, _ := replicatedCluster(t, "rep", 3, nil)
 	seeds := clusterSeeds(bs)
 	prod, err := kgo.NewClient(seeds, kgo.DefaultProduceTopic("rep"), kgo.RequiredAcks(kgo.AllISRAcks()),
@@ -185,6 +186,7 @@ func TestReplication(t *testing.T) {
 // TestNotEnoughReplicas stops one of three replicas of a topic with min.insync.replicas=3:
 // once the ISR shrinks, acks=all is refused with NOT_ENOUGH_REPLICAS, and acks=1 still works.
 func TestNotEnoughReplicas(t *testing.T) {
+	t.Parallel()
 	minISR := "3"
 	bs, ctx, _ := replicatedCluster(t, "nr", 1, map[string]*string{"min.insync.replicas": &minISR})
 	testutil.WaitFor(t, 30*time.Second, func() error {
@@ -437,6 +439,7 @@ func checkConsumeAll(ctx context.Context, t *testing.T, seeds kgo.Opt, topic str
 // Shutdown returns only after the controller moved leadership away, well before the session
 // timeout could have fenced the broker, and nothing acknowledged is lost.
 func TestControlledShutdown(t *testing.T) {
+	t.Parallel()
 	minISR := "2"
 	bs, ctx, _ := replicatedCluster(t, "cs", 2, map[string]*string{"min.insync.replicas": &minISR},
 		func(c *Config) { c.BrokerSessionTimeout = 20 * time.Second })
@@ -518,6 +521,7 @@ func TestStaleLeadershipIgnored(t *testing.T) {
 // checks that the open log of every replica takes it, not only the node that took the request,
 // and that removing it restores the default everywhere.
 func TestTopicConfigReachesEveryReplica(t *testing.T) {
+	t.Parallel()
 	bs, ctx, adm := replicatedCluster(t, "tc", 1, nil)
 	retentionOn := func(want int64) {
 		t.Helper()

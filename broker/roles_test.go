@@ -22,6 +22,7 @@ import (
 // learner appear on every node, the learner serves produce and fetch for its partitions, only
 // brokers register, and stopping the learner leaves the quorum committing.
 func TestProcessRoles(t *testing.T) {
+	t.Parallel()
 	var voters []string
 	ctrl := map[int32]int{}
 	for id := int32(1); id <= 3; id++ {

@@ -53,6 +53,7 @@ func saslClientOn(t *testing.T, b *Broker, listener string, m sasl.Mechanism, op
 // whose Metadata names its own port; wrong passwords and unknown users get
 // SASL_AUTHENTICATION_FAILED.
 func TestSASLAuthentication(t *testing.T) {
+	t.Parallel()
 	forBackends(t, func(t *testing.T, io string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
@@ -187,6 +188,7 @@ func TestSASLPreAuthentication(t *testing.T) {
 // TestSASLReauthentication: with connections.max.reauth.ms the broker gives sessions a
 // lifetime (KIP-368); a client that re-authenticates keeps its connection working past it.
 func TestSASLReauthentication(t *testing.T) {
+	t.Parallel()
 	forBackends(t, func(t *testing.T, backend string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -212,6 +214,7 @@ func TestSASLReauthentication(t *testing.T) {
 // authenticating (slow loris) is closed at connections.authentication.timeout.ms, while a
 // client that authenticates keeps working.
 func TestSASLAuthenticationTimeout(t *testing.T) {
+	t.Parallel()
 	forBackends(t, func(t *testing.T, backend string) {
 		b := saslBroker(t, backend, "connections.authentication.timeout.ms=1000")
 		c, err := net.DialTimeout("tcp", b.ListenerAddr("SASL_PLAINTEXT").String(), 5*time.Second)

@@ -142,6 +142,7 @@ func TestDeleteRecords(t *testing.T) {
 // IncrementalAlterConfigs and waits, in real time, for the retention check to delete segments;
 // segment.bytes changes reach the open log too.
 func TestRetentionAndLiveConfig(t *testing.T) {
+	t.Parallel()
 	forBackends(t, func(t *testing.T, io string) {
 		b := startBroker(t, io, t.TempDir(), "log.retention.check.interval.ms=50")
 		cl := newClient(t, b)

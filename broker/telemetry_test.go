@@ -294,6 +294,7 @@ func telemetryLines(page string) string {
 // TestFranzGoPushesTelemetry: franz-go's own KIP-714 pusher, another encoder of OTLP than the
 // test's, gets its subscription and pushes metrics that appear on /metrics under its client id.
 func TestFranzGoPushesTelemetry(t *testing.T) {
+	t.Parallel()
 	b := startBroker(t, "netpoll", t.TempDir(), "metrics.listen=127.0.0.1:0")
 	admin, ctx := configResourcesClient(t, b)
 	// franz-go takes "*", which Kafka and Java use for every metric, as a literal prefix.

@@ -326,6 +326,7 @@ func TestTokenCredential(t *testing.T) {
 // token ends when the token expires (KIP-368), and the client's re-authentication with the
 // expired token fails.
 func TestDelegationTokenSession(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	b := authzBroker(t, "netpoll", "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512", "delegation.token.secret.key="+tokenSecret,
@@ -359,6 +360,7 @@ func TestDelegationTokenSession(t *testing.T) {
 // through node 3 at once (which catches up with the controller to find it), authenticates on
 // every node, and once expired through node 2 authenticates on none.
 func TestDelegationTokensCluster(t *testing.T) {
+	t.Parallel()
 	bs := startInProcessCluster(t, 3, fastReplication, func(c *Config) {
 		for _, o := range []string{
 			"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",

@@ -221,6 +221,7 @@ func TestTxnOffsetCommit(t *testing.T) {
 // ISR has its marker; when the coordinator's node stops, the next leader replays a commit still
 // pending, and a marker written to it then aborts that.
 func TestTxnOffsetCommitFailover(t *testing.T) {
+	t.Parallel()
 	bs, ctx, adm := replicatedCluster(t, "src", 2, nil, func(c *Config) { c.TxnPartitionVerification = false })
 	versions := kversion.Stable()
 	versions.SetMaxKeyVersion(kmsg.OffsetFetch.Int16(), 9) // v10 addresses topics by id

@@ -321,6 +321,7 @@ func testTransactionsPartitionSide(t *testing.T, io string) {
 // TestTxnMarkersReplicated: WriteTxnMarkers answers once the ISR has the marker, and the
 // followers, replicating it like any batch, list the aborted transaction too.
 func TestTxnMarkersReplicated(t *testing.T) {
+	t.Parallel()
 	bs, ctx, _ := replicatedCluster(t, "rtx", 1, nil, func(c *Config) { c.TxnPartitionVerification = false })
 	cl := newClient(t, bs[0], clusterSeeds(bs))
 	leaderID := bs[0].meta.Image().Topics["rtx"].Partitions[0].Leader

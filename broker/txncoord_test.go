@@ -134,6 +134,7 @@ func TestTransactionFencing(t *testing.T) {
 // TestTransactionTimeout leaves a transaction open past its timeout: the coordinator aborts it,
 // so the last stable offset moves past it and read_committed consumers never see its records.
 func TestTransactionTimeout(t *testing.T) {
+	t.Parallel()
 	b := startBroker(t, "netpoll", t.TempDir(), "transaction.abort.timed.out.transaction.cleanup.interval.ms=200")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -219,6 +220,7 @@ func TestInitProducerIDErrors(t *testing.T) {
 // coordinator's __transaction_state partition, and read_committed consumers see every committed
 // record and none of an aborted transaction.
 func TestTransactionsAcrossNodes(t *testing.T) {
+	t.Parallel()
 	bs, ctx, adm := replicatedCluster(t, "xt", 6, nil)
 	const id = "across"
 	cl := newClient(t, bs[0], clusterSeeds(bs), kgo.TransactionalID(id), kgo.DefaultProduceTopic("xt"),

@@ -17,6 +17,7 @@ import (
 // at its next heartbeat, as Kafka's does, and its partition gets its leader back; an id that
 // was never registered is BROKER_ID_NOT_REGISTERED.
 func TestUnregisterRunningBroker(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	b := startBroker(t, "netpoll", t.TempDir(), "broker.heartbeat.interval.ms=100")
