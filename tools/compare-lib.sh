@@ -29,6 +29,22 @@ machine() {
 	echo "tree:   $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(git status --porcelain 2>/dev/null | wc -l) files changed since"
 	echo "ringbroker binary: $(sha256sum "$RINGBROKER" | cut -c1-16)"
 	echo "load:   $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min) before the run"
+	if reporting_on; then
+		echo "free page reporting: on (order $(cat "$PAGE_REPORTING_ORDER")): memory the guest frees goes back to the hypervisor, whose next use costs a host fault; see BENCHMARKS.md, Reading the figures"
+	fi
+}
+
+# PAGE_REPORTING_ORDER is where a guest kernel with free page reporting (virtio-balloon) keeps
+# the smallest order of free blocks it reports; reporting is off above the largest order (10).
+PAGE_REPORTING_ORDER=/sys/module/page_reporting/parameters/page_reporting_order
+
+# reporting_on: this machine is a VM that hands memory freed in it back to the hypervisor.
+# Then a page cache that grows into freed memory (Kafka's: it keeps what it writes) pays a host
+# fault per page that a page cache reusing its pages (ringbroker's) does not, which bare metal
+# does not have: Kafka's rate and CPU per record swing by 2x with it.
+reporting_on() {
+	[ -r "$PAGE_REPORTING_ORDER" ] && [ "$(cat "$PAGE_REPORTING_ORDER")" -le 10 ] &&
+		ls /sys/bus/virtio/drivers/virtio_balloon/ 2>/dev/null | grep -q '^virtio'
 }
 
 # cpu_jiffies: busy and total CPU time of the whole machine so far (/proc/stat;
