@@ -247,13 +247,19 @@ func (l *Log) reserveIndexes(s *segment) error {
 	return nil
 }
 
-// write puts b at pos in s. A failed write is undone by truncating back to pos; if that fails
-// too the log refuses further appends.
+// write puts b at pos in s, with zeros after it when it passes those written ahead (padFor). A
+// failed write is undone by truncating back to pos; if that fails too the log refuses further
+// appends.
 func (l *Log) write(s *segment, b []byte, pos int64) error {
-	_, err := l.writeAt(s.f, b, pos)
+	zeros := padFor(s, pos+int64(len(b)))
+	_, err := l.writeAt(s, b, zeros, pos)
 	if err == nil {
+		if zeros != nil {
+			s.padEnd = pos + int64(len(b)+len(zeros))
+		}
 		return nil
 	}
+	s.padEnd = 0
 	err = fmt.Errorf("write %d bytes to %s at %d: %w", len(b), s.path, pos, err)
 	if terr := s.f.Truncate(pos); terr != nil {
 		l.failed = errors.Join(err, fmt.Errorf("undo by truncating to %d: %w", pos, terr))

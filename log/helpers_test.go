@@ -2,12 +2,15 @@ package log
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"golang.org/x/sys/unix"
 
 	"ringbroker/internal/testutil"
 )
@@ -133,4 +136,39 @@ func fileSize(tb testing.TB, path string) int64 {
 		tb.Fatal(err)
 	}
 	return fi.Size()
+}
+
+// allocatingDir is a temporary directory on a file system that allocates blocks ahead
+// (fallocate with KEEP_SIZE); the test is skipped where it does not, as then nothing is
+// allocated ahead or padded.
+func allocatingDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	probe, err := os.Create(filepath.Join(dir, "probe"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = unix.Fallocate(int(probe.Fd()), unix.FALLOC_FL_KEEP_SIZE, 0, 1<<20)
+	probe.Close()
+	if errors.Is(err, unix.EOPNOTSUPP) {
+		t.Skipf("the file system of %s does not allocate ahead: %v", dir, err)
+	}
+	return dir
+}
+
+// batchWriter appends batches of 8 records of 1000 bytes to l, each with the next timestamp,
+// and keeps a copy of each in want, for tests that read them back.
+type batchWriter struct {
+	t    *testing.T
+	l    *Log
+	want [][]byte
+}
+
+// add appends n batches.
+func (w *batchWriter) add(n int) {
+	for range n {
+		b := makeBatch(w.t, plain(8, 1000, int64(len(w.want))))
+		w.want = append(w.want, bytes.Clone(b))
+		mustAppend(w.t, w.l, b)
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+
+	"golang.org/x/sys/unix"
 )
 
 // Log is one partition's storage. Append, roll, SetLeaderEpoch and Close are serialised by a
@@ -16,8 +18,11 @@ type Log struct {
 	cfg    Config
 	opts   Options
 	logger *slog.Logger
-	// writeAt writes segment bytes; tests replace it to inject write failures.
-	writeAt func(f *os.File, b []byte, off int64) (int, error)
+	// writeAt writes data and then zeros (often none) to a segment file at off; tests replace it
+	// to inject write failures. It is writeSegment outside tests.
+	writeAt func(s *segment, data, zeros []byte, off int64) (int, error)
+	// iov is writeSegment's scratch, so a padded write allocates nothing. Guarded by mu.
+	iov [2]unix.Iovec
 
 	// Read side, lock-free. segs is nil after Close.
 	segs           atomic.Pointer[[]*segment] // ascending base offsets; the last is active

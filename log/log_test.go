@@ -343,8 +343,8 @@ func TestWriteFailure(t *testing.T) {
 	l := mustOpen(t, dir, testConfig(), Options{})
 	mustAppend(t, l, makeBatch(t, idem(1, 0, 0, 2)))
 	fail := errors.New("injected EIO")
-	l.writeAt = func(f *os.File, b []byte, off int64) (int, error) {
-		n, _ := f.WriteAt(b[:len(b)/2], off) // a torn write
+	l.writeAt = func(s *segment, b, _ []byte, off int64) (int, error) {
+		n, _ := s.f.WriteAt(b[:len(b)/2], off) // a torn write
 		return n, fail
 	}
 	if _, err := l.Append(makeBatch(t, idem(1, 0, 2, 2))); !errors.Is(err, fail) {
@@ -353,7 +353,7 @@ func TestWriteFailure(t *testing.T) {
 	if l.LogEndOffset() != 2 {
 		t.Fatalf("log end %d after a failed write; want 2", l.LogEndOffset())
 	}
-	l.writeAt = (*os.File).WriteAt
+	l.writeAt = l.writeSegment
 	if res := mustAppend(t, l, makeBatch(t, idem(1, 0, 2, 2))); res.BaseOffset != 2 || res.Duplicate {
 		t.Fatalf("retry after failed write: %+v; want base 2, not a duplicate", res)
 	}

@@ -34,10 +34,10 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 		cfg:         cfg,
 		opts:        opts,
 		logger:      opts.Logger.With("topic", opts.Topic, "partition", opts.Partition, "dir", dir),
-		writeAt:     (*os.File).WriteAt,
 		producers:   newProducers(),
 		leaderEpoch: opts.LeaderEpoch,
 	}
+	l.writeAt = l.writeSegment
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("open log: %w", err)
 	}
@@ -269,6 +269,19 @@ func (l *Log) loadSegments(bases []int64) (segs []*segment, err error) {
 			continue
 		}
 		end, scanErr := l.scanSegment(s, recovering, rebuild, rebuildTxn, expectNext)
+		if scanErr != nil && i == len(bases)-1 && zeroTail(s, end, fileSize) {
+			// The zeros appends wrote ahead of the data (padBytes), left by a crash: not damage.
+			l.logger.Info("dropping the zeros written ahead of the data", "segment", s.path, "position", end, "bytes", fileSize-end)
+			if err := l.truncateTail(s, end, nil); err != nil {
+				return segs, err
+			}
+			if !rebuild {
+				if err := l.rebuildIndexes(s); err != nil {
+					return segs, err
+				}
+			}
+			scanErr = nil
+		}
 		if scanErr != nil {
 			l.recovery.Truncated = true
 			l.recovery.TruncatedSegment, l.recovery.TruncatedPosition = s.base, end

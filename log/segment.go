@@ -102,6 +102,9 @@ type segment struct {
 	// to allocate, so no pass tries again. noAlloc is the Writeback goroutine's only.
 	allocEnd atomic.Int64
 	noAlloc  bool
+	// padEnd is the end of the zeros that appends wrote past the data (Log.write), 0 when
+	// there are none; deactivate cuts them off. Guarded by Log.mu.
+	padEnd int64
 }
 
 func newSegment(base int64, path string, f *os.File, logger *slog.Logger, now time.Time) *segment {
@@ -332,15 +335,16 @@ func (s *segment) deactivate() error {
 	return errors.Join(err, s.trimAllocated())
 }
 
-// trimAllocated gives back the disk blocks allocated past the end of the file, if any: the
-// file is truncated to its own size, which frees them and changes nothing else. Called under
-// Log.mu, so no append moves the end meanwhile.
+// trimAllocated cuts the file back to its data: the zeros appends wrote ahead of it and the disk
+// blocks allocated past its end, if any, go. Called under Log.mu, so no append moves the end
+// meanwhile.
 func (s *segment) trimAllocated() error {
 	size := s.size.Load()
-	if s.allocEnd.Load() <= size {
+	if s.allocEnd.Load() <= size && s.padEnd <= size {
 		return nil
 	}
 	s.allocEnd.Store(0)
+	s.padEnd = 0
 	if err := s.f.Truncate(size); err != nil {
 		return fmt.Errorf("free blocks allocated past the end of %s: %w", s.path, err)
 	}

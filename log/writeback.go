@@ -307,7 +307,14 @@ func (s *segment) writeback(size, dropTo int64) error {
 			return fmt.Errorf("unmap cached pages: %w", err)
 		}
 	}
-	if err := unix.Fadvise(s.fd, from, n, unix.FADV_DONTNEED); err != nil {
+	// The kernel drops only the folios wholly inside the range. A segment dropped whole goes to
+	// the end of its file (length 0), so that its last folio, which a roll's truncation may have
+	// left reaching past the end (padBytes), goes too.
+	adviseLen := n
+	if dropTo >= size {
+		adviseLen = 0
+	}
+	if err := unix.Fadvise(s.fd, from, adviseLen, unix.FADV_DONTNEED); err != nil {
 		return fmt.Errorf("drop cached pages: %w", err)
 	}
 	s.wbDropped.Store(dropTo)

@@ -9,6 +9,7 @@ package brokertest
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -229,8 +230,11 @@ func TailFile(path string, n int64) string {
 	return string(buf)
 }
 
-// SegmentBytes sums the sizes of the segment files (*.log) in a partition directory, 0 when it
-// has none: the partition size Kafka's DescribeLogDirs reports, read from disk.
+// SegmentBytes sums the bytes of the record batches in the segment files (*.log) of a
+// partition directory, 0 when it has none: the partition size Kafka's DescribeLogDirs reports,
+// read from disk. It walks the batches' framing rather than taking the files' sizes, because
+// ringbroker writes zeros ahead of a busy active segment's data (log.padBytes), as Kafka does
+// with file.preallocate.
 func SegmentBytes(t testing.TB, partitionDir string) int64 {
 	t.Helper()
 	logs, err := filepath.Glob(filepath.Join(partitionDir, "*.log"))
@@ -239,13 +243,27 @@ func SegmentBytes(t testing.TB, partitionDir string) int64 {
 	}
 	var n int64
 	for _, f := range logs {
-		fi, err := os.Stat(f)
+		data, err := os.ReadFile(f)
 		if err != nil {
-			t.Fatalf("size of segment %s: %v", f, err)
+			t.Fatalf("read segment %s: %v", f, err)
 		}
-		n += fi.Size()
+		n += batchBytes(data)
 	}
 	return n
+}
+
+// batchBytes is how many bytes at the start of a segment file are whole record batches: each
+// is its 12-byte offset and length prefix plus the length.
+func batchBytes(data []byte) int64 {
+	var pos int64
+	for pos+12 <= int64(len(data)) {
+		length := int64(int32(binary.BigEndian.Uint32(data[pos+8:])))
+		if length <= 0 || pos+12+length > int64(len(data)) {
+			break
+		}
+		pos += 12 + length
+	}
+	return pos
 }
 
 // ConfigValue renders a config value as the testdata lists of Kafka's config keys write it:

@@ -1,0 +1,90 @@
+package log
+
+import (
+	"bytes"
+	"path/filepath"
+	"testing"
+)
+
+// TestAppendsPadAhead checks the zeros appends write ahead of a hot segment's data: none
+// before the log is hot (blocks allocated ahead), then the file reaches the next multiple of
+// padBytes past the data while the data itself reads back unchanged; a roll and a close cut
+// the zeros off; and after a crash the zeros are dropped at open without being reported as a
+// damaged batch, with every appended batch intact.
+func TestAppendsPadAhead(t *testing.T) {
+	dir := allocatingDir(t)
+	cfg := testConfig()
+	cfg.SegmentBytes = 4 << 20
+	cfg.MaxIndexBytes = 1 << 20
+	logDir := filepath.Join(dir, "log")
+	l := mustOpen(t, logDir, cfg, Options{})
+	w := &batchWriter{t: t, l: l}
+	appendN := w.add
+	pass := func() {
+		if err := l.writeback(64 << 10); err != nil {
+			t.Fatalf("writeback: %v", err)
+		}
+	}
+	padded := func(s *segment) int64 { return (s.size.Load() + padBytes - 1) / padBytes * padBytes }
+
+	appendN(4)
+	s := l.active
+	if got := fileSize(t, s.path); got != s.size.Load() {
+		t.Fatalf("cold log: file %d bytes for %d of data; want no zeros ahead", got, s.size.Load())
+	}
+	pass()
+	pass() // passes less than a second apart: hot, blocks allocated ahead
+	for range 40 {
+		appendN(1)
+		if got, want := fileSize(t, s.path), padded(s); got != want {
+			t.Fatalf("hot log: file %d bytes for %d of data; want %d, the next multiple of %d", got, s.size.Load(), want, padBytes)
+		}
+	}
+	if got := readBatches(t, l, 0); len(got) != len(w.want) {
+		t.Fatalf("read %d batches; want %d", len(got), len(w.want))
+	}
+
+	appendN(520) // about 4 MiB more: rolls
+	for _, r := range *l.segs.Load() {
+		if r != l.active {
+			if got := fileSize(t, r.path); got != r.size.Load() {
+				t.Fatalf("rolled segment %s: file %d bytes for %d of data", filepath.Base(r.path), got, r.size.Load())
+			}
+		}
+	}
+	pass()
+	pass()
+	appendN(8)
+	active := l.active
+	if fileSize(t, active.path) <= active.size.Load() {
+		t.Fatalf("new active segment: file %d bytes for %d of data; want zeros ahead", fileSize(t, active.path), active.size.Load())
+	}
+	crash(l)
+
+	l = mustOpen(t, logDir, cfg, Options{})
+	w.l = l
+	if r := l.Recovery(); r.Truncated {
+		t.Fatalf("recovery reported a damaged tail for the zeros written ahead: %+v", r)
+	}
+	if got := fileSize(t, l.active.path); got != l.active.size.Load() {
+		t.Fatalf("after the crash: file %d bytes for %d of data; want the zeros dropped", got, l.active.size.Load())
+	}
+	got := readBatches(t, l, 0)
+	if len(got) != len(w.want) {
+		t.Fatalf("after the crash read %d batches; want %d", len(got), len(w.want))
+	}
+	for i, want := range w.want { // past the base offset and length, which the append sets
+		if len(got[i]) != len(want) || !bytes.Equal(got[i][16:], want[16:]) {
+			t.Fatalf("batch %d changed", i)
+		}
+	}
+	pass()
+	pass()
+	appendN(8)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := fileSize(t, l.active.path); got != l.active.size.Load() {
+		t.Fatalf("closed: file %d bytes for %d of data; want the zeros cut off", got, l.active.size.Load())
+	}
+}
