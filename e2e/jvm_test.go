@@ -139,8 +139,8 @@ func makeClassArchive(libs, dir, bin, archive string) error {
 		return runWarm(strings.NewReader(r.stdin), "java", argv...)
 	}
 	// The topic first, then the rest two at a time (the machine has two cores).
-	first := []warmRun{{mainClass: "org.apache.kafka.tools.TopicCommand",
-		args: []string{"--create", "--topic", topic, "--partitions", "1", "--replication-factor", "1"}}}
+	first := warmRun{mainClass: "org.apache.kafka.tools.TopicCommand",
+		args: []string{"--create", "--topic", topic, "--partitions", "1", "--replication-factor", "1"}}
 	rest := []warmRun{
 		{mainClass: "org.apache.kafka.tools.ConsoleProducer", args: []string{"--topic", topic}, stdin: "warm\n"},
 		{mainClass: "kafka.admin.ConfigCommand", args: []string{"--describe", "--entity-type", "brokers", "--entity-name", "1"}},
@@ -149,7 +149,7 @@ func makeClassArchive(libs, dir, bin, archive string) error {
 		{mainClass: "org.apache.kafka.tools.AclCommand", args: []string{"--list"}},
 		{mainClass: "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand", args: []string{"--describe", "--all-groups"}},
 	}
-	if err := run(0, first[0]); err != nil {
+	if err := run(0, first); err != nil {
 		return err
 	}
 	errs := make([]error, len(rest))

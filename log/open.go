@@ -269,32 +269,25 @@ func (l *Log) loadSegments(bases []int64) (segs []*segment, err error) {
 			continue
 		}
 		end, scanErr := l.scanSegment(s, recovering, rebuild, rebuildTxn, expectNext)
-		if scanErr != nil && i == len(bases)-1 && zeroTail(s, end, fileSize) {
-			// The zeros appends wrote ahead of the data (padBytes), left by a crash: not damage.
-			l.logger.Info("dropping the zeros written ahead of the data", "segment", s.path, "position", end, "bytes", fileSize-end)
-			if err := l.truncateTail(s, end, nil); err != nil {
-				return segs, err
-			}
-			if !rebuild {
-				if err := l.rebuildIndexes(s); err != nil {
-					return segs, err
-				}
-			}
-			scanErr = nil
-		}
 		if scanErr != nil {
-			l.recovery.Truncated = true
-			l.recovery.TruncatedSegment, l.recovery.TruncatedPosition = s.base, end
-			l.recovery.DroppedBytes = fileSize - end
-			l.recovery.DroppedSegments = len(bases) - i - 1
-			l.recovery.Reason = scanErr.Error()
-			for _, later := range bases[i+1:] {
-				if fi, err := os.Stat(segmentPath(l.dir, later, logSuffix)); err == nil {
-					l.recovery.DroppedBytes += fi.Size()
+			if i == len(bases)-1 && zeroTail(s, end, fileSize) {
+				// The zeros appends wrote ahead of the data (padBytes), left by a crash: the
+				// end of the data, not damage.
+				l.logger.Info("dropping the zeros written ahead of the data", "segment", s.path, "position", end, "bytes", fileSize-end)
+			} else {
+				l.recovery.Truncated = true
+				l.recovery.TruncatedSegment, l.recovery.TruncatedPosition = s.base, end
+				l.recovery.DroppedBytes = fileSize - end
+				l.recovery.DroppedSegments = len(bases) - i - 1
+				l.recovery.Reason = scanErr.Error()
+				for _, later := range bases[i+1:] {
+					if fi, err := os.Stat(segmentPath(l.dir, later, logSuffix)); err == nil {
+						l.recovery.DroppedBytes += fi.Size()
+					}
 				}
+				l.logger.Warn("truncating log at a bad batch", "segment", s.path, "position", end,
+					"dropped_bytes", fileSize-end, "dropped_segments", len(bases)-i-1, "verified_crc", recovering, "reason", scanErr)
 			}
-			l.logger.Warn("truncating log at a bad batch", "segment", s.path, "position", end,
-				"dropped_bytes", fileSize-end, "dropped_segments", len(bases)-i-1, "verified_crc", recovering, "reason", scanErr)
 			if err := l.truncateTail(s, end, bases[i+1:]); err != nil {
 				return segs, err
 			}

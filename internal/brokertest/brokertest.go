@@ -25,6 +25,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"ringbroker/internal/recordbatch"
 )
 
 const (
@@ -253,15 +255,15 @@ func SegmentBytes(t testing.TB, partitionDir string) int64 {
 }
 
 // batchBytes is how many bytes at the start of a segment file are whole record batches: each
-// is its 12-byte offset and length prefix plus the length.
+// is its offset and length prefix (recordbatch.LogOverhead) plus the length.
 func batchBytes(data []byte) int64 {
 	var pos int64
-	for pos+12 <= int64(len(data)) {
-		length := int64(int32(binary.BigEndian.Uint32(data[pos+8:])))
-		if length <= 0 || pos+12+length > int64(len(data)) {
+	for pos+recordbatch.LogOverhead <= int64(len(data)) {
+		length := int64(int32(binary.BigEndian.Uint32(data[pos+recordbatch.OffBatchLength:])))
+		if length <= 0 || pos+recordbatch.LogOverhead+length > int64(len(data)) {
 			break
 		}
-		pos += 12 + length
+		pos += recordbatch.LogOverhead + length
 	}
 	return pos
 }
