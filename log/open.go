@@ -270,10 +270,12 @@ func (l *Log) loadSegments(bases []int64) (segs []*segment, err error) {
 		}
 		end, scanErr := l.scanSegment(s, recovering, rebuild, rebuildTxn, expectNext)
 		if scanErr != nil {
-			if i == len(bases)-1 && zeroTail(s, end, fileSize) {
+			if zeroTail(s, end, fileSize) && l.allEmpty(bases[i+1:]) {
 				// The zeros appends wrote ahead of the data (padBytes), left by a crash: the
-				// end of the data, not damage.
-				l.logger.Info("dropping the zeros written ahead of the data", "segment", s.path, "position", end, "bytes", fileSize-end)
+				// end of the data, not damage. The segment is the last, or a roll had created
+				// the next one (empty, removed with the zeros) and not yet cut this one's.
+				l.logger.Info("dropping the zeros written ahead of the data", "segment", s.path, "position", end,
+					"bytes", fileSize-end, "empty_segments_after", len(bases)-i-1)
 			} else {
 				l.recovery.Truncated = true
 				l.recovery.TruncatedSegment, l.recovery.TruncatedPosition = s.base, end
@@ -312,6 +314,16 @@ func (l *Log) loadSegments(bases []int64) (segs []*segment, err error) {
 		}
 	}
 	return segs, l.activate(segs[len(segs)-1])
+}
+
+// allEmpty reports whether the log files of the segments at bases hold no data (or are gone).
+func (l *Log) allEmpty(bases []int64) bool {
+	for _, base := range bases {
+		if fi, err := os.Stat(segmentPath(l.dir, base, logSuffix)); err == nil && fi.Size() > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // indexFilesExist reports whether both index files of the segment at base are present.

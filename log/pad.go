@@ -74,9 +74,10 @@ func (l *Log) writeSegment(s *segment, data, zeros []byte, off int64) (int, erro
 	return min(done, len(data)), nil
 }
 
-// zeroTail reports whether a scan of the last segment that stopped at end stopped at the zeros
+// zeroTail reports whether a scan of a segment that stopped at end stopped at the zeros
 // appends wrote ahead (padBytes) rather than at a damaged batch: everything from end to the
-// file's end is zero, and no more than a padding step of it.
+// file's end is zero, and no more than a padding step of it. Only the last segment with data
+// can have such a tail; Open checks that the segments after it are empty.
 func zeroTail(s *segment, end, fileSize int64) bool {
 	if end >= fileSize || fileSize-end > padBytes || fileSize > int64(len(s.data)) {
 		return false

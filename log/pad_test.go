@@ -2,6 +2,7 @@ package log
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"testing"
 )
@@ -12,13 +13,8 @@ import (
 // the zeros off; and after a crash the zeros are dropped at open without being reported as a
 // damaged batch, with every appended batch intact.
 func TestAppendsPadAhead(t *testing.T) {
-	dir := allocatingDir(t)
-	cfg := testConfig()
-	cfg.SegmentBytes = 4 << 20
-	cfg.MaxIndexBytes = 1 << 20
-	logDir := filepath.Join(dir, "log")
-	l := mustOpen(t, logDir, cfg, Options{})
-	w := &batchWriter{t: t, l: l}
+	logDir, cfg, w := paddingLog(t)
+	l := w.l
 	appendN := w.add
 	pass := func() {
 		if err := l.writeback(64 << 10); err != nil {
@@ -87,4 +83,64 @@ func TestAppendsPadAhead(t *testing.T) {
 	if got := fileSize(t, l.active.path); got != l.active.size.Load() {
 		t.Fatalf("closed: file %d bytes for %d of data; want the zeros cut off", got, l.active.size.Load())
 	}
+}
+
+// TestZeroTailBeforeEmptySegment checks a crash between a roll creating the next segment and
+// cutting the zeros off the one it rolled: the zeros end that segment's data, the empty
+// segment after it goes, and recovery reports no damaged batch; every batch reads back.
+func TestZeroTailBeforeEmptySegment(t *testing.T) {
+	logDir, cfg, w := paddingLog(t)
+	l := w.l
+	w.add(4)
+	for range 2 { // passes less than a second apart: hot, blocks allocated ahead
+		if err := l.writeback(64 << 10); err != nil {
+			t.Fatalf("writeback: %v", err)
+		}
+	}
+	w.add(20)
+	s := l.active
+	if fileSize(t, s.path) <= s.size.Load() {
+		t.Fatalf("file %d bytes for %d of data; want zeros ahead", fileSize(t, s.path), s.size.Load())
+	}
+	next := s.next
+	crash(l)
+	f, err := os.Create(segmentPath(logDir, next, logSuffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	l = mustOpen(t, logDir, cfg, Options{})
+	defer l.Close()
+	if r := l.Recovery(); r.Truncated {
+		t.Fatalf("recovery reported a damaged tail for the zeros of a rolled segment: %+v", r)
+	}
+	if got := fileSize(t, l.active.path); got != l.active.size.Load() {
+		t.Fatalf("after the crash: file %d bytes for %d of data; want the zeros dropped", got, l.active.size.Load())
+	}
+	if got, want := l.LogEndOffset(), next; got != want {
+		t.Fatalf("log end offset %d; want %d", got, want)
+	}
+	got := readBatches(t, l, 0)
+	if len(got) != len(w.want) {
+		t.Fatalf("after the crash read %d batches; want %d", len(got), len(w.want))
+	}
+	for i, want := range w.want { // past the base offset and length, which the append sets
+		if !bytes.Equal(got[i][16:], want[16:]) {
+			t.Fatalf("batch %d changed", i)
+		}
+	}
+}
+
+// paddingLog opens a log of 4 MiB segments in a directory on a file system that allocates
+// blocks ahead, so that it pads once hot; it returns the log's directory, its config and a
+// writer of batches to it.
+func paddingLog(t *testing.T) (string, Config, *batchWriter) {
+	cfg := testConfig()
+	cfg.SegmentBytes = 4 << 20
+	cfg.MaxIndexBytes = 1 << 20
+	logDir := filepath.Join(allocatingDir(t), "log")
+	return logDir, cfg, &batchWriter{t: t, l: mustOpen(t, logDir, cfg, Options{})}
 }
