@@ -123,6 +123,9 @@ func TestZeroTailBeforeEmptySegment(t *testing.T) {
 	if got, want := l.LogEndOffset(), next; got != want {
 		t.Fatalf("log end offset %d; want %d", got, want)
 	}
+	if _, err := os.Stat(segmentPath(logDir, next, logSuffix)); !os.IsNotExist(err) {
+		t.Fatalf("the empty segment after the zeros: %v; want it removed", err)
+	}
 	got := readBatches(t, l, 0)
 	if len(got) != len(w.want) {
 		t.Fatalf("after the crash read %d batches; want %d", len(got), len(w.want))
