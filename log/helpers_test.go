@@ -172,3 +172,18 @@ func (w *batchWriter) add(n int) {
 		mustAppend(w.t, w.l, b)
 	}
 }
+
+// checkBatches fails tb unless got holds the batches of want, in order: the same number, each
+// of the same length and, past its first 16 bytes (the base offset and length, which the log
+// stamps on append), the same bytes. when says at which point of the test they were read.
+func checkBatches(tb testing.TB, got, want [][]byte, when string) {
+	tb.Helper()
+	if len(got) != len(want) {
+		tb.Fatalf("%s: read %d batches; want %d", when, len(got), len(want))
+	}
+	for i := range want {
+		if len(got[i]) != len(want[i]) || !bytes.Equal(got[i][16:], want[i][16:]) {
+			tb.Fatalf("%s: batch %d differs", when, i)
+		}
+	}
+}

@@ -1,7 +1,6 @@
 package log
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
@@ -65,15 +64,7 @@ func TestAppendsPadAhead(t *testing.T) {
 	if got := fileSize(t, l.active.path); got != l.active.size.Load() {
 		t.Fatalf("after the crash: file %d bytes for %d of data; want the zeros dropped", got, l.active.size.Load())
 	}
-	got := readBatches(t, l, 0)
-	if len(got) != len(w.want) {
-		t.Fatalf("after the crash read %d batches; want %d", len(got), len(w.want))
-	}
-	for i, want := range w.want { // past the base offset and length, which the append sets
-		if len(got[i]) != len(want) || !bytes.Equal(got[i][16:], want[16:]) {
-			t.Fatalf("batch %d changed", i)
-		}
-	}
+	checkBatches(t, readBatches(t, l, 0), w.want, "after the crash")
 	pass()
 	pass()
 	appendN(8)
@@ -126,15 +117,7 @@ func TestZeroTailBeforeEmptySegment(t *testing.T) {
 	if _, err := os.Stat(segmentPath(logDir, next, logSuffix)); !os.IsNotExist(err) {
 		t.Fatalf("the empty segment after the zeros: %v; want it removed", err)
 	}
-	got := readBatches(t, l, 0)
-	if len(got) != len(w.want) {
-		t.Fatalf("after the crash read %d batches; want %d", len(got), len(w.want))
-	}
-	for i, want := range w.want { // past the base offset and length, which the append sets
-		if !bytes.Equal(got[i][16:], want[16:]) {
-			t.Fatalf("batch %d changed", i)
-		}
-	}
+	checkBatches(t, readBatches(t, l, 0), w.want, "after the crash")
 }
 
 // paddingLog opens a log of 4 MiB segments in a directory on a file system that allocates

@@ -125,17 +125,7 @@ func TestWritebackKeepsWindowCached(t *testing.T) {
 	}
 	r.Release()
 
-	got := readBatches(t, l, 0)
-	if len(got) != len(want) {
-		t.Fatalf("read %d batches; want %d", len(got), len(want))
-	}
-	for i := range want {
-		// The log stamped the base offset and leader epoch (in the first 16 bytes, with the
-		// length) into the batches it wrote; compare the rest.
-		if len(got[i]) != len(want[i]) || !bytes.Equal(got[i][16:], want[i][16:]) {
-			t.Fatalf("batch %d differs after its pages were dropped", i)
-		}
-	}
+	checkBatches(t, readBatches(t, l, 0), want, "after their pages were dropped")
 }
 
 // TestWritebackAfterTruncation checks that a pass after a truncation below its marks neither
@@ -331,12 +321,5 @@ func TestWritebackAllocatesAhead(t *testing.T) {
 	if a := allocatedBytes(t, active.path); a > active.size.Load()+slack {
 		t.Fatalf("reopened and closed: %d bytes allocated for %d", a, active.size.Load())
 	}
-	if len(got) != len(w.want) {
-		t.Fatalf("read %d batches; want %d", len(got), len(w.want))
-	}
-	for i, want := range w.want {
-		if len(got[i]) != len(want) || !bytes.Equal(got[i][16:], want[16:]) {
-			t.Fatalf("batch %d differs", i)
-		}
-	}
+	checkBatches(t, got, w.want, "reopened")
 }
