@@ -200,14 +200,7 @@ done
 WORKLOADS_RUN="max-throughput-rf3 $HALF max-throughput"
 
 {
-	if [[ -n $BUSY ]]; then
-		echo "**WARNING: measured on a busy machine (1-minute load$BUSY at or above $LOAD_MAX when runs began): do not quote these figures.**"
-		echo
-	fi
-	if reporting_on; then
-		echo "**Measured on a VM with free page reporting on: Kafka's page cache paid a host fault per new page, which bare metal does not (BENCHMARKS.md, Reading the figures); for bare-metal-like figures run with it off and the memory touched once.**"
-		echo
-	fi
+	summary_warnings
 	echo "Medians over $ROUNDS rounds (min-max), systems interleaved in each round; $NODES nodes on one machine; CPU and RSS summed over the nodes."
 	echo
 	echo "| workload | system | publish rec/s | e2e p50 ms | e2e p99 ms | e2e p99.9 ms | broker CPU µs/record | peak RSS MiB (anon) |"

@@ -47,6 +47,20 @@ reporting_on() {
 		ls /sys/bus/virtio/drivers/virtio_balloon/ 2>/dev/null | grep -q '^virtio'
 }
 
+# summary_warnings: the lines that open summary.md when its figures are not to be quoted as
+# they stand: runs begun on a busy machine (BUSY lists their loads), or a VM reporting freed
+# memory to its hypervisor.
+summary_warnings() {
+	if [[ -n $BUSY ]]; then
+		echo "**WARNING: measured on a busy machine (1-minute load$BUSY at or above $LOAD_MAX when runs began): do not quote these figures.**"
+		echo
+	fi
+	if reporting_on; then
+		echo "**Measured on a VM with free page reporting on: Kafka's page cache paid a host fault per new page, which bare metal does not (BENCHMARKS.md, Reading the figures); for bare-metal-like figures run with it off and the memory touched once.**"
+		echo
+	fi
+}
+
 # cpu_jiffies: busy and total CPU time of the whole machine so far (/proc/stat;
 # iowait counts as idle, guest time is already inside user time).
 cpu_jiffies() {

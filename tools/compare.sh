@@ -253,14 +253,7 @@ done
 
 # summary.md: medians (min-max) over the rounds, then every run.
 {
-	if [[ -n $BUSY ]]; then
-		echo "**WARNING: measured on a busy machine (1-minute load$BUSY at or above $LOAD_MAX when runs began): do not quote these figures.**"
-		echo
-	fi
-	if reporting_on; then
-		echo "**Measured on a VM with free page reporting on: Kafka's page cache paid a host fault per new page, which bare metal does not (BENCHMARKS.md, Reading the figures); for bare-metal-like figures run with it off and the memory touched once.**"
-		echo
-	fi
+	summary_warnings
 	echo "Medians over $ROUNDS rounds (min-max), brokers interleaved in each round."
 	echo
 	echo "| workload | broker | publish rec/s | e2e p50 ms | e2e p99 ms | e2e p99.9 ms | broker CPU µs/record | peak RSS MiB (anon) |"
