@@ -226,7 +226,7 @@ func (pr *produceRun) appendPartition(rp *kmsg.ProduceRequestTopicPartition, sp 
 	if p.offline() {
 		return kerr.KafkaStorageError, "the log dir of this partition is offline", false
 	}
-	code, msg, upto, blocked := b.appendToPartition(p, &pr.limits, rp.Records, req.Version, pr.now, sp, pr.rc.onLoop)
+	code, msg, upto, blocked := b.appendToPartition(p, &pr.limits, rp.Records, req.Version, pr.now, sp, pr.rc.onLoop, &pr.rc.cs.woken)
 	if code != nil || blocked {
 		return code, msg, blocked
 	}
@@ -425,8 +425,9 @@ func (b *Broker) produceLimitsOf(topic *meta.Topic) produceLimits {
 // onLoop (the event loop, where nothing may block) appends only what is a write to the page
 // cache: it reports blocked, having changed nothing, where the partition is busy with another
 // append, the append would roll, flush or allocate (log.TryAppend), or the batch needs
-// recompressing.
-func (b *Broker) appendToPartition(p *partition, limits *produceLimits, records []byte, version int16, now time.Time, sp *kmsg.ProduceResponseTopicPartition, onLoop bool) (code *kerr.Error, msg string, upto int64, blocked bool) {
+// recompressing; the fetches its append wakes go to woken, for the loop to run once the
+// request is answered (connState.runWoken), instead of to handler workers.
+func (b *Broker) appendToPartition(p *partition, limits *produceLimits, records []byte, version int16, now time.Time, sp *kmsg.ProduceResponseTopicPartition, onLoop bool, woken *[]*fetchOp) (code *kerr.Error, msg string, upto int64, blocked bool) {
 	_, err := wire.ValidateProduce(records, version, limits.maxBytes)
 	if err != nil {
 		var be *wire.BatchError
@@ -484,7 +485,11 @@ func (b *Broker) appendToPartition(p *partition, limits *produceLimits, records 
 	if !res.Duplicate {
 		p.countIn(len(records), res.LastOffset-res.BaseOffset+1)
 		p.afterLeaderAppend(b.cfg.NodeID)
-		p.wakeWaiters()
+		if onLoop {
+			p.wakeWaitersInto(woken)
+		} else {
+			p.wakeWaiters()
+		}
 	}
 	return nil, "", res.LastOffset + 1, false
 }

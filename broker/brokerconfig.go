@@ -513,7 +513,7 @@ var coreConfigDefs = []brokerConfigDef{
 	boolDef("io.fetch.sendfile", "false", func(c *Config) *bool { return &c.FetchSendfile },
 		"ringbroker's own: false sends Fetch data with sendmsg from the mapped segment, whose pages are unmapped once sent; true uses sendfile"),
 	boolDef("io.inline.requests", "true", func(c *Config) *bool { return &c.InlineRequests },
-		"ringbroker's own: on io_uring, run ApiVersions, Metadata, Produce requests whose appends need no roll, flush or allocation, and the group and transaction coordinators' requests (but TxnOffsetCommit and InitProducerId) on the ring thread that read them; false hands every request to a handler worker"),
+		"ringbroker's own: on io_uring, run ApiVersions, Metadata, Produce requests whose appends need no roll, flush or allocation, consumers' Fetch requests that read only what the broker wrote and still has in the page cache (up to 256 KiB of records), and the group and transaction coordinators' requests (but TxnOffsetCommit and InitProducerId) on the ring thread that read them, and retry a fetch waiting at the end of the log on the ring thread whose append woke it; false hands every request to a handler worker"),
 	stringDef("cluster.id", "", func(c *Config) *string { return &c.ClusterID }, nil,
 		"ringbroker's own: the cluster id an unformatted log dir is formatted with (Kafka takes it from the format step); empty: a new one on a single node"),
 	intDef("log.segment.bytes", kindInt, "1073741824", func(c *Config) *int64 { return &c.SegmentBytes }, nil,

@@ -60,6 +60,9 @@ type connState struct {
 	// loopYielded is set by reqCtx.handOff while the event loop runs the connection's turn;
 	// only the loop reads and clears it.
 	loopYielded bool
+	// woken are the fetches that appends of the request the event loop runs woke, for the loop
+	// to run once the request is answered (runWoken). Only the loop touches it.
+	woken []*fetchOp
 	// software is the client's name and version from its ApiVersions (KIP-511), which client
 	// metrics subscriptions may match on; nil until a valid one of v3 or later.
 	software atomic.Pointer[clientSoftware]
@@ -348,10 +351,14 @@ func (cs *connState) runTurn(onLoop bool) {
 		if onLoop && cs.loopYielded {
 			// The worker that took the request over owns the turn now.
 			cs.loopYielded = false
+			cs.runWoken()
 			return
 		}
 		if !more {
 			cs.uncork()
+		}
+		if onLoop {
+			cs.runWoken()
 		}
 	}
 	cs.uncork()

@@ -229,3 +229,121 @@ func testInlineCoordinators(t *testing.T, b *Broker, wantInline bool) {
 		t.Fatal("TxnOffsetCommit may run on the ring; it waits for the transaction coordinator")
 	}
 }
+
+// TestInlineFetch: with io.inline.requests on and off, a consumer at the end of the log reads
+// every record once and in order while a producer writes them one by one, then a record larger
+// than a ring thread may send, to another topic; after a restart, when none of the log is known
+// to be in the page cache, a new consumer reads the first topic again from the start. On
+// io_uring with it on, the live consumer's fetches and the retries that appends woke run on the
+// ring thread, the large record's fetch and the fetches after the restart go on on a worker;
+// otherwise nothing runs inline.
+func TestInlineFetch(t *testing.T) {
+	t.Parallel()
+	forBackends(t, func(t *testing.T, io string) {
+		for _, inline := range []bool{true, false} {
+			t.Run(fmt.Sprintf("io.inline.requests=%v", inline), func(t *testing.T) {
+				testInlineFetch(t, io, inline)
+			})
+		}
+	})
+}
+
+func testInlineFetch(t *testing.T, io string, inline bool) {
+	const topic, largeTopic, records = "inline-fetch", "inline-fetch-large", 2000
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir, opt := t.TempDir(), fmt.Sprintf("io.inline.requests=%v", inline)
+	wantInline := io == "uring" && inline
+	b := startBroker(t, io, dir, opt)
+	adm := kadm.NewClient(newClient(t, b))
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": kmsg.StringPtr("4194304")}, largeTopic); err != nil {
+		t.Fatal(err)
+	}
+	large := strings.Repeat("L", 2<<20)
+	// consume reads through cl records 0..n-1 of topic, each once and in order, and, with
+	// wantLarge, the large record.
+	consume := func(cl *kgo.Client, n int, wantLarge bool) error {
+		read, gotLarge := 0, false
+		for read < n || wantLarge && !gotLarge {
+			fs := cl.PollFetches(ctx)
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("read %d of %d records (the large one: %v): %w", read, n, gotLarge, err)
+			}
+			var bad error
+			fs.EachError(func(topic string, p int32, err error) { bad = fmt.Errorf("fetch %s-%d: %w", topic, p, err) })
+			fs.EachRecord(func(r *kgo.Record) {
+				switch {
+				case bad != nil:
+				case r.Topic == largeTopic && string(r.Value) == "first":
+				case r.Topic == largeTopic:
+					if gotLarge || string(r.Value) != large {
+						bad = fmt.Errorf("%s: %d-byte record at offset %d; want one of %d", r.Topic, len(r.Value), r.Offset, len(large))
+					}
+					gotLarge = true
+				case string(r.Value) != fmt.Sprintf("%06d", read):
+					bad = fmt.Errorf("record %d at offset %d: %q", read, r.Offset, r.Value)
+				default:
+					read++
+				}
+			})
+			if bad != nil {
+				return bad
+			}
+		}
+		return nil
+	}
+	cons := newClient(t, b, kgo.ConsumeTopics(topic, largeTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(5*time.Second), kgo.FetchMaxBytes(64<<20), kgo.FetchMaxPartitionBytes(64<<20))
+	done := make(chan error, 1)
+	go func() { done <- consume(cons, records, true) }()
+	prod := newClient(t, b, kgo.ProducerBatchMaxBytes(4<<20), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	// The first append to a partition writes its leader-epoch checkpoint, on a worker.
+	if err := prod.ProduceSync(ctx, &kgo.Record{Topic: largeTopic, Value: []byte("first")}).FirstErr(); err != nil {
+		t.Fatalf("produce to %s: %v", largeTopic, err)
+	}
+	for i := range records {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "%06d", i)}).FirstErr(); err != nil {
+			t.Fatalf("produce record %d: %v", i, err)
+		}
+	}
+	// The large record's fetch reads it whole (KIP-74), over what a ring thread sends: the
+	// consumer's fetch, parked by now, is woken by the append on the ring thread and goes on
+	// on a worker.
+	time.Sleep(200 * time.Millisecond)
+	before := b.metrics.inlineHandedOff[kmsg.Fetch].Get()
+	if err := prod.ProduceSync(ctx, &kgo.Record{Topic: largeTopic, Value: []byte(large)}).FirstErr(); err != nil {
+		t.Fatalf("produce the large record: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("consumer at the end of the log: %v", err)
+	}
+	onRing, retries, handedOff := b.metrics.inlineRequests[kmsg.Fetch].Get(), b.metrics.fetchRetriesInline.Get(), b.metrics.inlineHandedOff[kmsg.Fetch].Get()
+	if wantInline && (onRing == 0 || retries == 0 || handedOff == before) {
+		t.Fatalf("%d Fetch requests and %d woken retries ran on the ring, %d handed off, %d of them since the large record; want all of them",
+			onRing, retries, handedOff, handedOff-before)
+	}
+	if !wantInline && onRing+retries+handedOff != 0 {
+		t.Fatalf("%d Fetch requests and %d woken retries ran on the event loop; want none", onRing, retries)
+	}
+
+	if err := b.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b = startBroker(t, io, dir, opt)
+	// Small fetches, so that many of them read the log.
+	cl := newClient(t, b, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxBytes(4096), kgo.FetchMaxPartitionBytes(4096))
+	if err := consume(cl, records, false); err != nil {
+		t.Fatalf("consumer after a restart: %v", err)
+	}
+	handedOff = b.metrics.inlineHandedOff[kmsg.Fetch].Get()
+	if wantInline && handedOff == 0 {
+		t.Fatal("no Fetch of the log written before the restart was handed off to a worker")
+	}
+	if !wantInline && handedOff != 0 {
+		t.Fatalf("%d Fetch requests handed off from the event loop; want none", handedOff)
+	}
+}

@@ -115,11 +115,16 @@ func (b *Broker) resumeMoves(futures []futureLog) {
 	}
 }
 
-// read is Log.Read of p's log, again on the new log when a move replaced it meanwhile.
-func (p *partition) read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool) (rlog.ReadResult, error) {
+// read is Log.Read of p's log (Log.ReadCached with cachedOnly), again on the new log when a
+// move replaced it meanwhile.
+func (p *partition) read(offset int64, maxBytes int, maxOffset int64, minOneBatch, cachedOnly bool) (rlog.ReadResult, error) {
 	for {
 		l := p.log()
-		rr, err := l.Read(offset, maxBytes, maxOffset, minOneBatch)
+		read := l.Read
+		if cachedOnly {
+			read = l.ReadCached
+		}
+		rr, err := read(offset, maxBytes, maxOffset, minOneBatch)
 		if err == nil || !errors.Is(err, rlog.ErrClosed) || p.log() == l {
 			return rr, err
 		}

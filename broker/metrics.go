@@ -23,6 +23,9 @@ type brokerMetrics struct {
 	// inlineHandedOff those of them that went on on a handler worker, by API key; nil for the
 	// APIs that never run there.
 	inlineRequests, inlineHandedOff [apiKeyLimit]*metrics.Counter
+	// fetchRetriesInline counts retries of parked fetches run on the io_uring thread whose
+	// append woke them (connState.runWoken).
+	fetchRetriesInline *metrics.Counter
 	// authOK and authFailed count SASL authentications, as Kafka's successful-authentication-total
 	// and failed-authentication-total.
 	authOK, authFailedC *metrics.Counter
@@ -68,6 +71,7 @@ func newBrokerMetrics() *brokerMetrics {
 		m.latency[k] = m.set.NewHistogram(fmt.Sprintf(`ringbroker_request_duration_seconds{api=%q}`, name))
 	}
 	m.accepted = m.set.NewCounter("ringbroker_connections_accepted_total")
+	m.fetchRetriesInline = m.set.NewCounter("ringbroker_fetch_retries_inline_total")
 	m.paused = m.set.NewCounter("ringbroker_connection_pauses_total")
 	m.authOK = m.set.NewCounter("ringbroker_successful_authentication_total")
 	m.authFailedC = m.set.NewCounter("ringbroker_failed_authentication_total")

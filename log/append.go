@@ -37,9 +37,9 @@ func (l *Log) Append(records []byte) (AppendResult, error) {
 	return l.append(records, true, true)
 }
 
-// ErrWouldBlock is TryAppend's refusal: the append needs work that may block. Nothing was
-// written; Append it where blocking is allowed.
-var ErrWouldBlock = errors.New("append would block")
+// ErrWouldBlock is the refusal of TryAppend and ReadCached: the call needs work that may block
+// (for a read, the disk). Nothing was done; call Append or Read where blocking is allowed.
+var ErrWouldBlock = errors.New("would block")
 
 // TryAppend is Append for a caller that must not block, such as an event loop thread that
 // many connections share: where Append would wait for another append, roll the active segment,

@@ -48,6 +48,22 @@ func (r ReadResult) DropMapped() {
 // within one segment, as Kafka's do. An offset at or past maxOffset (but not past the log end)
 // reads nothing. The result's Data stays valid until its Release is called.
 func (l *Log) Read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool) (ReadResult, error) {
+	return l.read(offset, maxBytes, maxOffset, minOneBatch, false)
+}
+
+// ReadCached is Read for a caller that must not wait for the disk, such as an event loop
+// thread that many connections share: where the batches at offset may not be in the page
+// cache, because Writeback dropped them or they were on disk before this process opened
+// their segment, it reads nothing and returns ErrWouldBlock. What it does read was written by
+// this process and not dropped when the read began: only memory pressure, or a drop that
+// began meanwhile (Writeback keeps the bytes a reader has not read yet), can have evicted it
+// by the time the bytes are sent. The offset index it looks offset up in may still fault in a
+// page or two after a restart.
+func (l *Log) ReadCached(offset int64, maxBytes int, maxOffset int64, minOneBatch bool) (ReadResult, error) {
+	return l.read(offset, maxBytes, maxOffset, minOneBatch, true)
+}
+
+func (l *Log) read(offset int64, maxBytes int, maxOffset int64, minOneBatch, cachedOnly bool) (ReadResult, error) {
 	for {
 		leo := l.leo.Load()
 		segsp := l.segs.Load()
@@ -81,7 +97,11 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool
 				retry = true // dropped by a concurrent roll, retention or close; reload
 				break
 			}
-			data, pos, stop := s.read(offset, maxBytes, maxOffset, minOneBatch, l.leo.Load)
+			data, pos, stop, cold := s.read(offset, maxBytes, maxOffset, minOneBatch, cachedOnly, l.leo.Load)
+			if cold {
+				s.decRef()
+				return ReadResult{Release: noRelease}, fmt.Errorf("read %s at %d: %w", l.dir, offset, ErrWouldBlock)
+			}
 			if stop && len(data) > 0 {
 				return ReadResult{Data: data, FD: s.fd, Pos: pos, Release: s.release, seg: s}, nil
 			}

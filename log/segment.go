@@ -102,6 +102,9 @@ type segment struct {
 	// to allocate, so no pass tries again. noAlloc is the Writeback goroutine's only.
 	allocEnd atomic.Int64
 	noAlloc  bool
+	// coldBelow is the size the segment had when this process opened it (0 for one it
+	// created): bytes below it may be on disk only (ReadCached).
+	coldBelow int64
 	// padEnd is the end of the zeros that appends wrote past the data (Log.write), 0 when
 	// there are none; deactivate cuts them off. Guarded by Log.mu.
 	padEnd int64
@@ -143,6 +146,7 @@ func openSegment(dir string, base int64, logger *slog.Logger, now time.Time) (*s
 	if err := s.mapData(0); err != nil {
 		return nil, errors.Join(err, f.Close())
 	}
+	s.coldBelow = s.size.Load()
 	return s, nil
 }
 
@@ -362,19 +366,25 @@ func (s *segment) trimAllocated() error {
 // maxBytes), so serving a fetch maps in a page or two whatever its size; the kernel copies the
 // bytes themselves out of the mapping (ReadResult.DropMapped drops those pages again) or sends them with
 // sendfile. Pages mapped by header reads are dropped now and then (noteMapped).
-func (s *segment) read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool, leo func() int64) (data []byte, pos int64, stop bool) {
+//
+// With cachedOnly it reads nothing and reports cold where the bytes from offset's index entry
+// on may not be in the page cache (Log.ReadCached).
+func (s *segment) read(offset int64, maxBytes int, maxOffset int64, minOneBatch, cachedOnly bool, leo func() int64) (data []byte, pos int64, stop, cold bool) {
 	end := s.size.Load()
 	limitAll := maxOffset >= leo()
 	pos = s.offIdx.lookupPosition(offset - s.base)
+	if cachedOnly && pos < max(s.coldBelow, s.wbDropped.Load()) {
+		return nil, 0, false, true
+	}
 	var first int64
 	for {
 		size, base, last, ok := s.batchAt(pos, end)
 		if !ok {
-			return nil, 0, false
+			return nil, 0, false, false
 		}
 		if last >= offset {
 			if base >= maxOffset {
-				return nil, 0, true
+				return nil, 0, true, false
 			}
 			first = size
 			break
@@ -406,7 +416,7 @@ func (s *segment) read(offset int64, maxBytes int, maxOffset int64, minOneBatch 
 	if start < s.wbDropped.Load() {
 		s.readIn(start, p)
 	}
-	return s.data[start:p:p], start, true
+	return s.data[start:p:p], start, true, false
 }
 
 // readIn reads bytes start..end, which Writeback dropped from the page cache, back into it,
