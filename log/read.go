@@ -54,7 +54,9 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool
 // ReadCached is Read for a caller that must not wait for the disk, such as an event loop
 // thread that many connections share: where the batches at offset may not be in the page
 // cache, because Writeback dropped them or they were on disk before this process opened
-// their segment, it reads nothing and returns ErrWouldBlock. What it does read was written by
+// their segment, it reads nothing and returns ErrWouldBlock. A log without Writeback leaves
+// its page cache to the kernel, which may have evicted anything: it refuses every read that
+// would return data. What it does read was written by
 // this process and not dropped when the read began: only memory pressure, or a drop that
 // began meanwhile (Writeback keeps the bytes a reader has not read yet), can have evicted it
 // by the time the bytes are sent. The offset index it looks offset up in may still fault in a
@@ -80,6 +82,9 @@ func (l *Log) read(offset int64, maxBytes int, maxOffset int64, minOneBatch, cac
 		}
 		if offset >= maxOffset {
 			return ReadResult{Release: noRelease}, nil
+		}
+		if cachedOnly && l.opts.Writeback == nil {
+			return ReadResult{Release: noRelease}, fmt.Errorf("read %s at %d without writeback: %w", l.dir, offset, ErrWouldBlock)
 		}
 		lo, hi := 0, len(segs) // find the first segment with base > offset
 		for lo < hi {

@@ -332,8 +332,9 @@ func TestWritebackAllocatesAhead(t *testing.T) {
 }
 
 // TestReadCached checks that ReadCached reads what this process appended and Writeback has not
-// dropped, the same bytes as Read, and refuses with ErrWouldBlock what was dropped and what the
-// log held before it was opened, which Read still reads.
+// dropped, the same bytes as Read, and refuses with ErrWouldBlock what was dropped, what the
+// log held before it was opened and, in a log without Writeback, everything; Read still reads
+// all of it.
 func TestReadCached(t *testing.T) {
 	dir := t.TempDir()
 	w, cfg := startWriteback(t, 64<<10)
@@ -397,4 +398,14 @@ func TestReadCached(t *testing.T) {
 	// position may be on disk only; the next one gets an entry of its own.
 	refused(appendBatch(), "found from an index entry written before the log was opened")
 	sameAsRead(appendBatch(), "appended after the log was opened")
+
+	// Without Writeback the kernel decides what stays cached: nothing is read.
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = mustOpen(t, dir, cfg, Options{})
+	refused(appendBatch(), "appended to a log without writeback")
+	if r, err := l.ReadCached(l.LogEndOffset(), 1<<20, -1, true); err != nil || len(r.Data) != 0 {
+		t.Fatalf("ReadCached at the log end without writeback = %d bytes, %v; want none, no error", len(r.Data), err)
+	}
 }
