@@ -56,11 +56,10 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool
 // cache, because Writeback dropped them or they were on disk before this process opened
 // their segment, it reads nothing and returns ErrWouldBlock. A log without Writeback leaves
 // its page cache to the kernel, which may have evicted anything: it refuses every read that
-// would return data. What it does read was written by
-// this process and not dropped when the read began: only memory pressure, or a drop that
-// began meanwhile (Writeback keeps the bytes a reader has not read yet), can have evicted it
-// by the time the bytes are sent. The offset index it looks offset up in may still fault in a
-// page or two after a restart.
+// would return data. What it does read was written by this process and not dropped when the
+// read began: only memory pressure, or a drop that began meanwhile (Writeback keeps the bytes
+// a reader has not read yet), can have evicted it by the time the bytes are sent. The offset
+// index it looks offset up in may still fault in a page or two after a restart.
 func (l *Log) ReadCached(offset int64, maxBytes int, maxOffset int64, minOneBatch bool) (ReadResult, error) {
 	return l.read(offset, maxBytes, maxOffset, minOneBatch, true)
 }

@@ -103,7 +103,8 @@ type segment struct {
 	allocEnd atomic.Int64
 	noAlloc  bool
 	// coldBelow is the size the segment had when this process opened it (0 for one it
-	// created): bytes below it may be on disk only (ReadCached).
+	// created): bytes below it may be on disk only (ReadCached). Set before readers see the
+	// segment.
 	coldBelow int64
 	// padEnd is the end of the zeros that appends wrote past the data (Log.write), 0 when
 	// there are none; deactivate cuts them off. Guarded by Log.mu.
