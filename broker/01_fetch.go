@@ -373,7 +373,8 @@ type fetchAttempt struct {
 	// full lists, for a full fetch that opens a session, what each partition was told.
 	full []sentPartition
 	// onLoop says the attempt runs on the event loop, where it reads only what is in the page
-	// cache; blocked, that it stopped at a partition whose read would wait for the disk.
+	// cache and at most loopFetchMaxBytes; blocked, that it stopped at a partition whose read
+	// would wait for the disk or take it over that.
 	onLoop, blocked bool
 }
 
@@ -428,10 +429,6 @@ func (f *fetchOp) attemptLocked(final, onLoop bool) (answered, blocked bool) {
 		f.readSession(&a, w)
 	} else {
 		f.readRequest(&a, w)
-	}
-	if onLoop && a.total > loopFetchMaxBytes {
-		// Its copy into the socket would hold up the loop's other connections.
-		a.blocked = true
 	}
 	if a.blocked || !final && !a.anyErr && a.total < minBytes && len(a.touched) > 0 && !b.closing.Load() {
 		a.release()
@@ -730,6 +727,11 @@ func (a *fetchAttempt) read(topic *meta.Topic, name string, index int32, pf part
 	a.reads = append(a.reads, rr)
 	a.readFrom = append(a.readFrom, p)
 	a.total += len(rr.Data)
+	if a.onLoop && a.total > loopFetchMaxBytes {
+		// Its copy into the socket would hold up the loop's other connections: the partitions
+		// left are not read.
+		a.blocked = true
+	}
 	if throttled {
 		b.quotas.leader.record(a.now, len(rr.Data))
 	}
