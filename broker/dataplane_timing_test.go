@@ -86,11 +86,13 @@ func reportCPU(b *testing.B, start time.Duration) {
 	b.ReportMetric(float64(testutil.ProcessCPU(b)-start)/float64(b.N), "cpu-ns/op")
 }
 
-// ringStats sums the I/O counters of the broker's listeners.
+// ringStats sums the connection and I/O counters of the broker's listeners.
 func ringStats(br *Broker) ring.Stats {
 	var t ring.Stats
 	for _, s := range br.servers {
 		st := s.Stats()
+		t.Accepted += st.Accepted
+		t.Open += st.Open
 		t.Sends += st.Sends
 		t.Enters += st.Enters
 		t.Wakeups += st.Wakeups

@@ -136,13 +136,20 @@ func TestFetchLongPollRegistration(t *testing.T) {
 	})
 }
 
+// createTestTopic creates topic with partitions (replication 1) through a new client.
 func createTestTopic(ctx context.Context, t *testing.T, b *Broker, topic string, partitions int32) {
+	t.Helper()
+	createTopicWith(ctx, t, newClient(t, b), topic, partitions)
+}
+
+// createTopicWith creates topic with partitions (replication 1) through cl.
+func createTopicWith(ctx context.Context, t *testing.T, cl *kgo.Client, topic string, partitions int32) {
 	t.Helper()
 	req := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()
 	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, partitions, 1
 	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, newClient(t, b))
+	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
 		t.Fatalf("create topic %s: %v", topic, err)
 	}
