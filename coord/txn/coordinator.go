@@ -33,7 +33,7 @@ import (
 
 // Config holds the coordinator's settings. Start from DefaultConfig.
 type Config struct {
-	// Shards is the number of shard goroutines.
+	// Shards is the number of shard goroutines; more than Partitions leaves some idle.
 	Shards int
 	// Partitions is transaction.state.log.num.partitions: how many __transaction_state
 	// partitions transactional ids are spread over.
