@@ -236,9 +236,12 @@ func (f *fetchOp) replicaEpoch() int64 {
 // wake queues a retry of f on a worker unless one is queued already.
 func (f *fetchOp) wake() {
 	if f.queued.CompareAndSwap(false, true) {
-		f.b.handlers.dispatch(f.cs.c.Loop(), f.cs.c.ID(), f)
+		f.dispatch()
 	}
 }
+
+// dispatch hands f's retry, marked queued, to a handler worker.
+func (f *fetchOp) dispatch() { f.b.handlers.dispatch(f.cs.c.Loop(), f.cs.c.ID(), f) }
 
 // expire is the deadline: retry one last time.
 func (f *fetchOp) expire() {
@@ -259,13 +262,17 @@ func (f *fetchOp) run() {
 	f.attemptLocked(final, false)
 }
 
-// wakeWaitersInto adds the fetches parked on p that no retry is queued for yet to woken, and
-// marks them queued, for the caller to run them (runWoken) instead of a worker.
+// wakeWaitersInto is wakeWaiters for the event loop: the retries it queues go to woken, for the
+// caller to run them (runWoken), instead of to workers; with woken nil, to workers.
 func (p *partition) wakeWaitersInto(woken *[]*fetchOp) {
 	p.waitMu.Lock()
 	for f := range p.waiters {
-		if f.queued.CompareAndSwap(false, true) {
+		switch {
+		case !f.queued.CompareAndSwap(false, true):
+		case woken != nil:
 			*woken = append(*woken, f)
+		default:
+			f.dispatch()
 		}
 	}
 	p.waitMu.Unlock()
@@ -279,7 +286,7 @@ func (cs *connState) runWoken() {
 	for i, f := range cs.woken {
 		cs.woken[i] = nil
 		if !f.mu.TryLock() {
-			f.b.handlers.dispatch(f.cs.c.Loop(), f.cs.c.ID(), f)
+			f.dispatch()
 			continue
 		}
 		// As in run: appends from now on need another look.
@@ -349,13 +356,7 @@ func (f *fetchOp) unpark() {
 // the high watermark's moves call it too. A
 // fetch stays registered until it completes, so waking costs nothing when no fetch waits and
 // does not pile up stale registrations when one does.
-func (p *partition) wakeWaiters() {
-	p.waitMu.Lock()
-	for f := range p.waiters {
-		f.wake()
-	}
-	p.waitMu.Unlock()
-}
+func (p *partition) wakeWaiters() { p.wakeWaitersInto(nil) }
 
 // fetchAttempt is what one attempt of a fetch gathers while it reads its partitions.
 type fetchAttempt struct {
