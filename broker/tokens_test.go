@@ -325,6 +325,13 @@ func TestTokenCredential(t *testing.T) {
 // TestDelegationTokenSession: with connections.max.reauth.ms, a session authenticated with a
 // token ends when the token expires (KIP-368), and the client's re-authentication with the
 // expired token fails.
+//
+// Past the first record the test produces with bounded raw requests: kgo re-authenticates
+// before every request once a session has less than a second left, and a request sent on a
+// session granted in the token's last milliseconds can arrive after it ended, which closes the
+// connection as in Kafka. ProduceSync would then hold the record and retry it for as long as
+// metadata requests fail to authenticate, past any context; a raw request retries on a new
+// connection, whose authentication fails.
 func TestDelegationTokenSession(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -343,16 +350,29 @@ func TestDelegationTokenSession(t *testing.T) {
 		t.Fatalf("produce while the token lives: %v", err)
 	}
 	testutil.WaitFor(t, 10*time.Second, func() error {
-		err := cl.ProduceSync(ctx, &kgo.Record{Topic: "session", Value: []byte("until expired")}).FirstErr()
+		attempt, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis = -1, 1000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic, rt.TopicID = "session", b.meta.Image().Topics["session"].ID
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = oneRecordBatch(t)
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(attempt, cl)
 		switch {
-		case err == nil:
+		case err == nil && resp.Topics[0].Partitions[0].ErrorCode == 0:
 			return errors.New("the token's connection still produces")
-		case !errors.Is(err, kerr.SaslAuthenticationFailed):
-			t.Fatalf("produce as the token expires: %v; want SASL_AUTHENTICATION_FAILED", err)
-		case time.Now().UnixMilli() < expiry:
-			t.Fatalf("the token's session ended before the token expired at %d", expiry)
+		case errors.Is(err, kerr.SaslAuthenticationFailed):
+			if time.Now().UnixMilli() < expiry {
+				t.Fatalf("the token's session ended before the token expired at %d", expiry)
+			}
+			return nil
+		case err == nil:
+			t.Fatalf("produce as the token expires: %v; want SASL_AUTHENTICATION_FAILED", kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode))
 		}
-		return nil
+		return fmt.Errorf("produce as the token expires: %w", err)
 	})
 }
 
