@@ -7,35 +7,13 @@ import (
 	"time"
 )
 
-// Clock is the time source of a Pacer. Runs use SystemClock; tests use a fake
+// Clock is the time source of a Pacer. Runs use a TimerfdClock; tests use a fake
 // that advances instantly, so a schedule can be checked exactly.
 type Clock interface {
 	// Now returns the current time.
 	Now() time.Time
 	// SleepUntil blocks until t or until ctx is done, returning ctx's error then.
 	SleepUntil(ctx context.Context, t time.Time) error
-}
-
-// SystemClock is the wall clock.
-type SystemClock struct{}
-
-// Now returns time.Now().
-func (SystemClock) Now() time.Time { return time.Now() }
-
-// SleepUntil sleeps on a timer until t, or returns early with ctx's error.
-func (SystemClock) SleepUntil(ctx context.Context, t time.Time) error {
-	d := time.Until(t)
-	if d <= 0 {
-		return ctx.Err()
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-timer.C:
-		return nil
-	}
 }
 
 // Pacer hands out intended send times for an open-loop, fixed-rate schedule:
@@ -60,15 +38,22 @@ type Pacer struct {
 	// asking the clock again, which at hundreds of thousands of messages a second is a
 	// measurable share of the sender's CPU.
 	seen time.Time
+	// minSleep is the least time between two wake-ups: a message due sooner after woke, the
+	// last one, leaves at woke+minSleep with the others due by then.
+	minSleep time.Duration
+	woke     time.Time
 }
 
 // NewPacer returns a pacer whose first message is due at start, then one
 // every 1/rate seconds. rate 0 is unpaced; a negative or NaN rate is an error.
-func NewPacer(clock Clock, start time.Time, rate float64) (*Pacer, error) {
+// It wakes at most once per minSleep: at a high rate a wake-up for every message
+// would cost the sender more CPU than sending it, so messages due within minSleep
+// of a wake-up leave together at the next, none before its time.
+func NewPacer(clock Clock, start time.Time, rate float64, minSleep time.Duration) (*Pacer, error) {
 	if math.IsNaN(rate) || math.IsInf(rate, 0) || rate < 0 {
 		return nil, fmt.Errorf("new pacer: rate=%v; want >= 0", rate)
 	}
-	p := &Pacer{clock: clock, start: start}
+	p := &Pacer{clock: clock, start: start, minSleep: minSleep}
 	if rate > 0 {
 		p.interval = 1e9 / rate
 	}
@@ -116,7 +101,8 @@ func (p *Pacer) Due(t time.Time) uint64 {
 // Sent returns how many intended times Next has handed out.
 func (p *Pacer) Sent() uint64 { return p.next }
 
-// Next waits until the next message is due and returns its intended send
+// Next waits until the next message is due, or until the pacer's next wake-up
+// (minSleep after its last) if that is later, and returns its intended send
 // time. An overdue message returns at once with its original time. An
 // unpaced pacer returns the clock's current time. It fails only when ctx is
 // done first.
@@ -133,10 +119,14 @@ func (p *Pacer) Next(ctx context.Context) (time.Time, error) {
 		p.seen = p.clock.Now()
 	}
 	if t.After(p.seen) {
-		if err := p.clock.SleepUntil(ctx, t); err != nil {
+		wake := t
+		if q := p.woke.Add(p.minSleep); q.After(wake) {
+			wake = q
+		}
+		if err := p.clock.SleepUntil(ctx, wake); err != nil {
 			return time.Time{}, fmt.Errorf("pacer: wait for message %d due %v: %w", p.next, t, err)
 		}
-		p.seen = t
+		p.seen, p.woke = wake, wake
 	} else if err := ctx.Err(); err != nil {
 		return time.Time{}, err
 	}

@@ -45,7 +45,7 @@ func TestPacerSchedule(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clk := &fakeClock{now: t0}
-			p, err := NewPacer(clk, t0, tt.rate)
+			p, err := NewPacer(clk, t0, tt.rate, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,7 +86,7 @@ func TestPacerSchedule(t *testing.T) {
 // out without sleeping, so the stall shows up as latency.
 func TestPacerStallKeepsSchedule(t *testing.T) {
 	clk := &fakeClock{now: t0}
-	p, err := NewPacer(clk, t0, 1000)
+	p, err := NewPacer(clk, t0, 1000, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestPacerStallKeepsSchedule(t *testing.T) {
 
 func TestPacerUnpaced(t *testing.T) {
 	clk := &fakeClock{now: t0}
-	p, err := NewPacer(clk, t0, 0)
+	p, err := NewPacer(clk, t0, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestPacerUnpaced(t *testing.T) {
 // stays behind, and an unpaced pacer starts its schedule at the clock's now.
 func TestPacerSetRate(t *testing.T) {
 	clk := &fakeClock{now: t0}
-	p, err := NewPacer(clk, t0, 1000)
+	p, err := NewPacer(clk, t0, 1000, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestPacerSetRate(t *testing.T) {
 		}
 	}
 	// Unpaced, then paced: the schedule starts at the clock's now.
-	u, err := NewPacer(clk, t0, 0)
+	u, err := NewPacer(clk, t0, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func TestPacerCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	for _, rate := range []float64{0, 10} {
-		p, err := NewPacer(clk, t0.Add(time.Second), rate)
+		p, err := NewPacer(clk, t0.Add(time.Second), rate, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,24 +225,79 @@ func TestPacerCancel(t *testing.T) {
 
 func TestPacerBadRate(t *testing.T) {
 	for _, rate := range []float64{-1, math.NaN(), math.Inf(1)} {
-		if _, err := NewPacer(SystemClock{}, t0, rate); err == nil {
+		if _, err := NewPacer(&fakeClock{now: t0}, t0, rate, 0); err == nil {
 			t.Errorf("NewPacer(rate=%v) succeeded, want an error", rate)
 		}
 	}
 }
 
-func TestSystemClockSleepUntil(t *testing.T) {
-	clk := SystemClock{}
-	target := clk.Now().Add(2 * time.Millisecond)
-	if err := clk.SleepUntil(context.Background(), target); err != nil {
+// TestPacerMinSleep: at 10 messages a millisecond with a minimum sleep of 250 µs the pacer
+// wakes once per 250 µs and hands out what is due by then, each with its intended time;
+// once the sender was busy for longer, the next message due wakes it at its time.
+func TestPacerMinSleep(t *testing.T) {
+	clk := &fakeClock{now: t0}
+	p, err := NewPacer(clk, t0, 10_000, 250*time.Microsecond)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if now := clk.Now(); now.Before(target) {
-		t.Fatalf("woke at %v, before target %v", now, target)
+	ctx := context.Background()
+	for i := range 11 {
+		got, err := p.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := t0.Add(time.Duration(i) * 100 * time.Microsecond); !got.Equal(want) {
+			t.Fatalf("message %d intended %v, want %v", i, got.Sub(t0), want.Sub(t0))
+		}
+	}
+	// Message 0 leaves at once and 1 at its time; from there the pacer wakes every 250 µs
+	// and sends what is due: 2–3 at 350 µs, 4–6 at 600, 7–8 at 850, 9–10 at 1,100.
+	want := []time.Duration{100, 350, 600, 850, 1100}
+	if len(clk.sleeps) != len(want) {
+		t.Fatalf("slept until %v; want %v µs", clk.sleeps, want)
+	}
+	for i, w := range want {
+		if got := clk.sleeps[i].Sub(t0); got != w*time.Microsecond {
+			t.Fatalf("wake-up %d at %v, want %v µs", i, got, w)
+		}
+	}
+	// The sender is busy until 1,390 µs: 11–13 are overdue, 14 (due at 1,400 µs) wakes at its
+	// time, 300 µs after the last wake-up.
+	clk.now = t0.Add(1390 * time.Microsecond)
+	for range 4 {
+		if _, err := p.Next(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(clk.sleeps); n != 6 || clk.sleeps[5].Sub(t0) != 1400*time.Microsecond {
+		t.Fatalf("after a busy sender: slept until %v; want a sixth wake-up at 1.4 ms", clk.sleeps)
+	}
+}
+
+// TestTimerfdClockSleepUntil: a sleep does not end before its time, and a cancelled
+// context ends one at once, after which the clock sleeps again.
+func TestTimerfdClockSleepUntil(t *testing.T) {
+	clk, err := NewTimerfdClock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer clk.Close()
+	for _, d := range []time.Duration{0, 50 * time.Microsecond, 2 * time.Millisecond} {
+		target := clk.Now().Add(d)
+		if err := clk.SleepUntil(context.Background(), target); err != nil {
+			t.Fatal(err)
+		}
+		if now := clk.Now(); now.Before(target) {
+			t.Fatalf("woke at %v, before target %v", now, target)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
+	time.AfterFunc(10*time.Millisecond, cancel)
 	if err := clk.SleepUntil(ctx, clk.Now().Add(time.Hour)); !errors.Is(err, context.Canceled) {
-		t.Fatalf("SleepUntil on a cancelled context = %v", err)
+		t.Fatalf("SleepUntil cancelled during an hour's sleep = %v", err)
+	}
+	target := clk.Now().Add(time.Millisecond)
+	if err := clk.SleepUntil(context.Background(), target); err != nil || clk.Now().Before(target) {
+		t.Fatalf("sleep after a cancelled one: %v, woke %v before its time", err, target.Sub(clk.Now()))
 	}
 }

@@ -68,11 +68,12 @@ type txnProducer struct {
 // abortCtx, which also bounds the flushes and commits.
 func (r *runner) produceTxns(sendCtx, abortCtx context.Context, p producer) {
 	w := r.w
-	pacer, err := r.pacerFor(p)
+	pacer, clock, err := r.pacerFor(p)
 	if err != nil {
 		r.noteErr("pacer", err)
 		return
 	}
+	defer clock.Close()
 	tp := &txnProducer{p: p, recs: make([]kgo.Record, w.TransactionSize), intended: make([]time.Time, w.TransactionSize),
 		next: int32(p.index % w.PartitionsPerTopic)}
 	for range w.TransactionSize {
