@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Clock is the time source of a Pacer. Runs use a TimerfdClock; tests use a fake
+// Clock is the time source of a Pacer. Runs use a TimerfdClock (on Linux); tests use a fake
 // that advances instantly, so a schedule can be checked exactly.
 type Clock interface {
 	// Now returns the current time.

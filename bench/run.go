@@ -642,6 +642,12 @@ func (r *runner) produce(sendCtx, abortCtx context.Context, p producer) {
 // producer at 50,000 records a second wakes 4,000 times a second, not once a record.
 const pacerWake = 250 * time.Microsecond
 
+// pacerClock is a Clock holding something to release, as a timerfd.
+type pacerClock interface {
+	Clock
+	io.Closer
+}
+
 // pacerFor returns p's share of the workload's schedule, staggered by its index so that the
 // producers' records interleave, on a clock of its own that the caller closes.
 func (r *runner) pacerFor(p producer) (*Pacer, io.Closer, error) {
@@ -649,7 +655,7 @@ func (r *runner) pacerFor(p producer) (*Pacer, io.Closer, error) {
 	if total := r.totalRate(); total > 0 {
 		offset = time.Duration(float64(p.index) / total * 1e9)
 	}
-	clock, err := NewTimerfdClock()
+	clock, err := newPacerClock()
 	if err != nil {
 		return nil, nil, err
 	}
