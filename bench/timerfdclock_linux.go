@@ -15,7 +15,9 @@ import (
 // intended time at p99, and every latency counts from that time; a timerfd wakes the
 // poller at its time. One clock serves one goroutine at a time.
 type TimerfdClock struct {
-	f   *os.File
+	f *os.File
+	// fd is f's descriptor, kept because f.Fd() would put it in blocking mode, out of the
+	// poller whose deadlines end a cancelled sleep.
 	fd  int
 	buf [8]byte
 }

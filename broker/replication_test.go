@@ -244,20 +244,25 @@ func TestNotEnoughReplicas(t *testing.T) {
 // partition's error code.
 func produceOne(ctx context.Context, t *testing.T, cl *kgo.Client, node int32, topic string, id meta.UUID, acks int16) int16 {
 	t.Helper()
+	raw, err := cl.Broker(int(node)).Request(ctx, oneRecordProduce(t, topic, id, acks, 5000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode
+}
+
+// oneRecordProduce is a Produce request of one record to partition 0 of topic (id id).
+func oneRecordProduce(t *testing.T, topic string, id meta.UUID, acks int16, timeoutMs int32) *kmsg.ProduceRequest {
+	t.Helper()
 	req := kmsg.NewPtrProduceRequest()
-	req.Acks = acks
-	req.TimeoutMillis = 5000
+	req.Acks, req.TimeoutMillis = acks, timeoutMs
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic, rt.TopicID = topic, id
 	rp := kmsg.NewProduceRequestTopicPartition()
 	rp.Records = oneRecordBatch(t)
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	raw, err := cl.Broker(int(node)).Request(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return raw.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode
+	return req
 }
 
 // oneRecordBatch encodes one record as an uncompressed batch.

@@ -352,15 +352,7 @@ func TestDelegationTokenSession(t *testing.T) {
 	testutil.WaitFor(t, 10*time.Second, func() error {
 		attempt, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		req := kmsg.NewPtrProduceRequest()
-		req.Acks, req.TimeoutMillis = -1, 1000
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic, rt.TopicID = "session", b.meta.Image().Topics["session"].ID
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Records = oneRecordBatch(t)
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(attempt, cl)
+		resp, err := oneRecordProduce(t, "session", b.meta.Image().Topics["session"].ID, -1, 1000).RequestWith(attempt, cl)
 		switch {
 		case err == nil && resp.Topics[0].Partitions[0].ErrorCode == 0:
 			return errors.New("the token's connection still produces")
