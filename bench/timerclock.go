@@ -1,5 +1,3 @@
-//go:build !linux
-
 package bench
 
 import (
@@ -7,13 +5,10 @@ import (
 	"time"
 )
 
-// timerClock is the system clock with sleeps on Go timers, for systems without a timerfd:
-// on a mostly idle process a sleep can end up to a millisecond late, which a record's
-// latency then counts.
+// timerClock is the system clock with sleeps on Go timers, for systems without a timerfd
+// (pacerclock_other.go): on a mostly idle process a sleep can end up to a millisecond late,
+// which a record's latency then counts.
 type timerClock struct{}
-
-// newPacerClock returns the clock a producer's pacer sleeps on: here a timerClock.
-func newPacerClock() (pacerClock, error) { return timerClock{}, nil }
 
 // Now returns time.Now().
 func (timerClock) Now() time.Time { return time.Now() }
