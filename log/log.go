@@ -33,11 +33,17 @@ type Log struct {
 	lastFlushNanos atomic.Int64 // Now() of the last completed flush
 	dirDirty       atomic.Bool  // segment files were created or removed since the last flush
 	wbQueued       atomic.Bool  // the log waits in Options.Writeback's queue
-	readerAt       atomic.Int64 // the furthest offset a consumer asked to read from (NoteReader)
-	readerSeen     atomic.Int64 // Now() in Unix nanoseconds of the last NoteReader
-	// wbLastPass is Now() in Unix nanoseconds of the log's last writeback pass; only the
-	// Writeback goroutine uses it.
-	wbLastPass int64
+	wbStepDue      atomic.Bool  // the log grew by a writeback step since its last pass
+	// wbDirtySince is when (Unix nanoseconds) the first byte appended since the log's last
+	// writeback pass was written, 0 when none was; wbAging says the log is on
+	// Options.Writeback's list of logs whose bytes age towards a pass (writebackMaxAge).
+	wbDirtySince atomic.Int64
+	wbAging      atomic.Bool
+	readerAt     atomic.Int64 // the furthest offset a consumer asked to read from (NoteReader)
+	readerSeen   atomic.Int64 // Now() in Unix nanoseconds of the last NoteReader
+	// wbLastStep is Now() in Unix nanoseconds of the log's last writeback pass for a step;
+	// only the Writeback goroutine uses it.
+	wbLastStep int64
 
 	mu        sync.Mutex
 	active    *segment

@@ -16,7 +16,7 @@ func TestAppendsPadAhead(t *testing.T) {
 	l := w.l
 	appendN := w.add
 	pass := func() {
-		if err := l.writeback(64 << 10); err != nil {
+		if err := l.writeback(64<<10, true); err != nil {
 			t.Fatalf("writeback: %v", err)
 		}
 	}
@@ -84,7 +84,7 @@ func TestZeroTailBeforeEmptySegment(t *testing.T) {
 	l := w.l
 	w.add(4)
 	for range 2 { // passes less than a second apart: hot, blocks allocated ahead
-		if err := l.writeback(64 << 10); err != nil {
+		if err := l.writeback(64<<10, true); err != nil {
 			t.Fatalf("writeback: %v", err)
 		}
 	}

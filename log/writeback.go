@@ -21,12 +21,19 @@ import (
 // hypervisor backs guest memory lazily (see docs/DESIGN.md, "Page cache"). Durability is
 // unchanged: fsync and replication decide it, not this.
 //
-// A log written fast enough to need a pass within allocHotInterval of the last one also gets
-// the disk blocks of its next allocAhead bytes allocated before appends reach them (fallocate,
-// the file's size unchanged), and an append then writes into blocks that exist instead of
-// reserving each one, while the writeback converts them rather than allocating: about a sixth
-// less CPU per byte written on ext4. A segment gives back what it did not use when it stops
-// being active or the log closes.
+// A log that grows by less than a step in writebackMaxAge gets a pass too once the first bytes
+// appended since its last pass are that old, for their whole pages. Left to the kernel, the
+// dirty pages of every such log expire together (30 s after they were first written, by
+// default) and go to disk in one burst, during which an append waits for the page-cache folio
+// that the kernel's writeback holds locked, for up to tens of milliseconds (BENCHMARKS.md,
+// "Slow partitions' writeback").
+//
+// A log written fast enough to grow by a step within allocHotInterval of the last one also
+// gets the disk blocks of its next allocAhead bytes allocated before appends reach them
+// (fallocate, the file's size unchanged), and an append then writes into blocks that exist
+// instead of reserving each one, while the writeback converts them rather than allocating:
+// about a sixth less CPU per byte written on ext4. A segment gives back what it did not use
+// when it stops being active or the log closes.
 //
 // Bytes that a consumer reading the log (NoteReader) has not read yet stay cached too, up to
 // unreadWindows windows behind the end, so a consumer that falls behind for a while reads
@@ -37,9 +44,15 @@ type Writeback struct {
 	window int64
 	step   int64
 	logger *slog.Logger
+	// maxAge is how old a log's bytes not yet written back get before a pass starts their
+	// writeback (writebackMaxAge; tests shorten it).
+	maxAge time.Duration
 
 	mu    sync.Mutex
 	queue []*Log
+	// aging lists the logs with bytes appended since their last pass, for the time-driven
+	// passes; only the goroutine drops logs from it.
+	aging []*Log
 	wake  chan struct{}
 	stop  chan struct{}
 	done  chan struct{}
@@ -48,6 +61,11 @@ type Writeback struct {
 // writebackMaxStep is the most a log grows between two writeback passes.
 const writebackMaxStep = 4 << 20
 
+// writebackMaxAge is how long after they were appended a log's bytes wait at most for a pass
+// to start their writeback, however slowly the log grows: well inside the kernel's 30 s
+// dirty expiry, so that it never finds a backlog of many logs to write at once.
+const writebackMaxAge = time.Second
+
 // unreadWindows is how many windows behind the log end a reader's unread bytes stay cached.
 const unreadWindows = 4
 
@@ -55,7 +73,7 @@ const unreadWindows = 4
 // allocated; a pass allocates again once less than half of it is left.
 const allocAhead = 8 << 20
 
-// allocHotInterval is how soon after its last pass a log must need the next one to be hot.
+// allocHotInterval is how soon after its last step a log must grow by the next one to be hot.
 const allocHotInterval = time.Second
 
 // leftoverAllocBytes is how many more bytes than its size a segment found at open must have
@@ -81,6 +99,7 @@ func NewWriteback(window int64, logger *slog.Logger) *Writeback {
 		window: window,
 		step:   min(writebackMaxStep, max(window/4, int64(os.Getpagesize()))),
 		logger: logger,
+		maxAge: writebackMaxAge,
 		wake:   make(chan struct{}, 1),
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
@@ -107,40 +126,109 @@ func (w *Writeback) enqueue(l *Log) {
 	}
 }
 
+// age puts l on the list of logs whose bytes age towards a pass; noteWritten calls it when l
+// is not on it.
+func (w *Writeback) age(l *Log) {
+	w.mu.Lock()
+	w.aging = append(w.aging, l)
+	first := len(w.aging) == 1
+	w.mu.Unlock()
+	if first {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
 func (w *Writeback) run() {
 	defer close(w.done)
 	var batch []*Log
+	// tick runs while logs are aging, every half maxAge: a log's bytes wait maxAge to 1.5
+	// maxAge for their pass.
+	var tick *time.Ticker
+	var tickC <-chan time.Time
+	defer func() {
+		if tick != nil {
+			tick.Stop()
+		}
+	}()
 	for {
 		select {
 		case <-w.stop:
 			return
 		case <-w.wake:
+		case now := <-tickC:
+			w.queueAged(now.UnixNano())
 		}
 		w.mu.Lock()
 		batch, w.queue = w.queue, batch[:0]
+		aging := len(w.aging) > 0
 		w.mu.Unlock()
 		for i, l := range batch {
 			l.wbQueued.Store(false)
-			if err := l.writeback(w.window); err != nil {
+			l.wbDirtySince.Store(0)
+			if err := l.writeback(w.window, l.wbStepDue.Swap(false)); err != nil {
 				w.logger.Warn("page-cache writeback", "dir", l.dir, "err", err)
 			}
 			batch[i] = nil
 		}
+		switch {
+		case aging && tick == nil:
+			tick = time.NewTicker(w.maxAge / 2)
+			tickC = tick.C
+		case !aging && tick != nil:
+			tick.Stop()
+			tick, tickC = nil, nil
+		}
 	}
 }
 
+// queueAged queues for a pass the aging logs whose bytes not yet written back were appended
+// maxAge or longer before now, and drops from the list those that got a pass and have had no
+// append since.
+func (w *Writeback) queueAged(now int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	kept := w.aging[:0]
+	for _, l := range w.aging {
+		since := l.wbDirtySince.Load()
+		if since == 0 {
+			// An append between these two lines finds l still listed and does not list it
+			// again; one after them lists it itself.
+			l.wbAging.Store(false)
+			if l.wbDirtySince.Load() == 0 || l.wbAging.Swap(true) {
+				continue
+			}
+		} else if now-since >= int64(w.maxAge) && !l.wbQueued.Swap(true) {
+			w.queue = append(w.queue, l)
+		}
+		kept = append(kept, l)
+	}
+	clear(w.aging[len(kept):])
+	w.aging = kept
+}
+
 // noteWritten counts n appended bytes towards the next writeback pass and queues the log for
-// it once they reach the step. Called under l.mu.
+// it once they reach the step; the first bytes after a pass start their age (writebackMaxAge).
+// Called under l.mu.
 func (l *Log) noteWritten(n int64) {
 	w := l.opts.Writeback
 	if w == nil {
 		return
+	}
+	if l.wbDirtySince.Load() == 0 {
+		l.wbDirtySince.Store(time.Now().UnixNano())
+		if !l.wbAging.Swap(true) {
+			w.age(l)
+		}
 	}
 	l.wbPending += n
 	if l.wbPending < w.step {
 		return
 	}
 	l.wbPending = 0
+	l.wbStepDue.Store(true)
 	if !l.wbQueued.Swap(true) {
 		w.enqueue(l)
 	}
@@ -188,21 +276,28 @@ func (l *Log) keepBytes(segs []*segment, window, now int64) int64 {
 	return max(window, min(unread, limit))
 }
 
-// writeback starts the writeback of every segment's bytes not yet started and drops from the
-// page cache the bytes more than window behind the log end, or more if a reader has not read
-// them yet (keepBytes). Only the Writeback goroutine calls it, so the segments' writeback
-// marks need no lock.
-func (l *Log) writeback(window int64) error {
+// writeback starts the writeback of every segment's whole pages not yet started and drops
+// from the page cache the bytes more than window behind the log end, or more if a reader has
+// not read them yet (keepBytes). A pass for a step (step) that follows the last one within
+// allocHotInterval allocates blocks ahead. Only the Writeback goroutine calls it, so the
+// segments' writeback marks need no lock.
+//
+// A page that appends are still filling waits for a later pass: written back now, it would be
+// written again once full, and a log growing by a few bytes a second would be written a page
+// a pass.
+func (l *Log) writeback(window int64, step bool) error {
 	segsp := l.segs.Load()
 	if segsp == nil {
 		return nil
 	}
 	segs := *segsp
 	now := l.opts.Now().UnixNano()
-	if now-l.wbLastPass < int64(allocHotInterval) {
-		l.allocateAhead(segs[len(segs)-1])
+	if step {
+		if now-l.wbLastStep < int64(allocHotInterval) {
+			l.allocateAhead(segs[len(segs)-1])
+		}
+		l.wbLastStep = now
 	}
-	l.wbLastPass = now
 	page := int64(os.Getpagesize())
 	keepAll := l.keepBytes(segs, window, now)
 	var after int64 // bytes of the segments after segs[i]
@@ -217,8 +312,9 @@ func (l *Log) writeback(window int64) error {
 			s.wbDropped.Store(windowTo)
 		}
 		dropTo = max(dropTo, s.wbDropped.Load())
-		s.wbStarted, s.wbRetry = min(s.wbStarted, size), min(s.wbRetry, dropTo)
-		if s.wbStarted == size && s.wbRetry == dropTo {
+		startTo := wholePages(size)
+		s.wbStarted, s.wbRetry = min(s.wbStarted, startTo), min(s.wbRetry, dropTo)
+		if s.wbStarted == startTo && s.wbRetry == dropTo {
 			continue
 		}
 		if !s.tryRef() {
@@ -266,6 +362,12 @@ func (l *Log) allocateAhead(s *segment) {
 	}
 }
 
+// wholePages is n bytes down to a whole number of pages.
+func wholePages(n int64) int64 {
+	page := int64(os.Getpagesize())
+	return n / page * page
+}
+
 // dropBoundary is how far from its start a segment of size bytes is dropped when keep of its
 // bytes are to stay cached: whole pages only, but all of it, its last page too, when none are.
 func dropBoundary(size, keep, page int64) int64 {
@@ -275,8 +377,8 @@ func dropBoundary(size, keep, page int64) int64 {
 	return max(size-keep, 0) / page * page
 }
 
-// writeback starts the writeback of bytes wbStarted..size and, once they are on disk, drops
-// bytes wbRetry..dropTo from the page cache.
+// writeback starts the writeback of bytes wbStarted..size's last whole page and, once they are
+// on disk, drops bytes wbRetry..dropTo from the page cache.
 //
 // The kernel skips pages it cannot drop at that moment (a reference held elsewhere for a
 // while, as around their writeback), so a pass that finds some of its range still cached
@@ -284,11 +386,11 @@ func dropBoundary(size, keep, page int64) int64 {
 // maxDropTries times. Each drop starts at a multiple of the largest folio size so that no
 // folio reaching back before wbRetry stays.
 func (s *segment) writeback(size, dropTo int64) error {
-	if size > s.wbStarted {
-		if err := unix.SyncFileRange(s.fd, s.wbStarted, size-s.wbStarted, unix.SYNC_FILE_RANGE_WRITE); err != nil {
+	if startTo := wholePages(size); startTo > s.wbStarted {
+		if err := unix.SyncFileRange(s.fd, s.wbStarted, startTo-s.wbStarted, unix.SYNC_FILE_RANGE_WRITE); err != nil {
 			return fmt.Errorf("start writeback: %w", err)
 		}
-		s.wbStarted = size
+		s.wbStarted = startTo
 	}
 	from := s.wbRetry &^ (maxFolioBytes - 1)
 	if dropTo <= from {

@@ -135,8 +135,65 @@ func TestWritebackKeepsWindowCached(t *testing.T) {
 	checkBatches(t, readBatches(t, l, 0), want, "after their pages were dropped")
 }
 
+// TestWritebackPassesSlowLogs checks that a log growing by much less than a step still gets
+// the writeback of its whole pages started once its bytes are maxAge old, that it leaves the
+// aging list after its pass and joins it again with its next append, and that passes not due
+// to a step allocate nothing ahead.
+func TestWritebackPassesSlowLogs(t *testing.T) {
+	const window = 1 << 20 // a step of 256 KiB
+	w := NewWriteback(window, testLogger(t))
+	w.maxAge = 20 * time.Millisecond
+	w.Start()
+	stopped := false
+	defer func() {
+		if !stopped {
+			w.Stop()
+		}
+	}()
+	cfg := testConfig()
+	cfg.SegmentBytes = 1 << 20
+	l := mustOpen(t, t.TempDir(), cfg, Options{Writeback: w})
+	defer l.Close()
+	// passed waits until l had a pass and then left the aging list, which the goroutine does
+	// only after the pass.
+	passed := func(after string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			w.mu.Lock()
+			aging := len(w.aging)
+			w.mu.Unlock()
+			if aging == 0 && l.wbDirtySince.Load() == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("after %s: no pass in 10 s (%d logs aging)", after, aging)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	for i := range 3 { // about 24 KiB
+		mustAppend(t, l, makeBatch(t, plain(8, 1000, int64(i))))
+	}
+	passed("the first appends")
+	for i := 3; i < 5; i++ {
+		mustAppend(t, l, makeBatch(t, plain(8, 1000, int64(i))))
+	}
+	passed("more appends")
+	w.Stop()
+	stopped = true
+	s := l.active
+	if got, want := s.wbStarted, wholePages(s.size.Load()); got != want || want == 0 {
+		t.Fatalf("writeback started up to %d of %d bytes; want %d, the whole pages", got, s.size.Load(), want)
+	}
+	if n := s.allocEnd.Load(); n != 0 {
+		t.Fatalf("blocks allocated ahead up to %d by passes not due to a step", n)
+	}
+}
+
 // TestWritebackAfterTruncation checks that a pass after a truncation below its marks neither
-// fails nor keeps the rewritten tail from being written back and dropped later.
+// fails nor keeps the rewritten tail from being written back (its whole pages) and dropped
+// later.
 func TestWritebackAfterTruncation(t *testing.T) {
 	const window = 16 << 10
 	dir := t.TempDir()
@@ -147,23 +204,23 @@ func TestWritebackAfterTruncation(t *testing.T) {
 	for i := 0; i < 16; i++ {
 		mustAppend(t, l, makeBatch(t, plain(8, 1000, int64(i))))
 	}
-	if err := l.writeback(window); err != nil {
+	if err := l.writeback(window, true); err != nil {
 		t.Fatalf("writeback: %v", err)
 	}
 	if err := l.TruncateTo(32); err != nil {
 		t.Fatalf("TruncateTo: %v", err)
 	}
-	if err := l.writeback(window); err != nil {
+	if err := l.writeback(window, true); err != nil {
 		t.Fatalf("writeback after truncation: %v", err)
 	}
 	s := l.active
-	if s.wbStarted != s.size.Load() || s.wbDropped.Load() > s.size.Load() || s.wbRetry > s.size.Load() {
+	if s.wbStarted != wholePages(s.size.Load()) || s.wbDropped.Load() > s.size.Load() || s.wbRetry > s.size.Load() {
 		t.Fatalf("marks %d/%d/%d past the truncated size %d", s.wbStarted, s.wbDropped.Load(), s.wbRetry, s.size.Load())
 	}
 	for i := 0; i < 64; i++ {
 		mustAppend(t, l, makeBatch(t, plain(8, 1000, int64(i))))
 	}
-	if err := l.writeback(window); err != nil {
+	if err := l.writeback(window, true); err != nil {
 		t.Fatalf("writeback: %v", err)
 	}
 	res := residentPages(t, s.path)
@@ -201,7 +258,7 @@ func TestWritebackKeepsUnreadBytes(t *testing.T) {
 		t.Helper()
 		var errs []string
 		for range 20 {
-			if err := l.writeback(window); err != nil {
+			if err := l.writeback(window, true); err != nil {
 				t.Fatalf("writeback: %v", err)
 			}
 			errs = errs[:0]
@@ -262,7 +319,7 @@ func TestWritebackAllocatesAhead(t *testing.T) {
 	w := &batchWriter{t: t, l: l}
 	appendN := w.add
 	pass := func() {
-		if err := l.writeback(window); err != nil {
+		if err := l.writeback(window, true); err != nil {
 			t.Fatalf("writeback: %v", err)
 		}
 	}
