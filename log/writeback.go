@@ -194,8 +194,9 @@ func (w *Writeback) queueAged(now int64) {
 	for _, l := range w.aging {
 		since := l.wbDirtySince.Load()
 		if since == 0 {
-			// An append between these two lines finds l still listed and does not list it
-			// again; one after them lists it itself.
+			// An append before the Store finds l listed and leaves it here, where the check
+			// after it keeps l; one after the Store lists l again itself (once this returns
+			// w.mu), and the check drops this entry.
 			l.wbAging.Store(false)
 			if l.wbDirtySince.Load() == 0 || l.wbAging.Swap(true) {
 				continue
