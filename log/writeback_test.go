@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"ringbroker/internal/testutil"
 )
 
 // residentPages reports, for each page of the file at path, whether it is in the page cache.
@@ -158,19 +160,15 @@ func TestWritebackPassesSlowLogs(t *testing.T) {
 	// only after the pass.
 	passed := func(after string) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		testutil.WaitFor(t, 10*time.Second, func() error {
 			w.mu.Lock()
 			aging := len(w.aging)
 			w.mu.Unlock()
-			if aging == 0 && l.wbDirtySince.Load() == 0 {
-				return
+			if aging != 0 || l.wbDirtySince.Load() != 0 {
+				return fmt.Errorf("after %s: no pass yet (%d logs aging)", after, aging)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("after %s: no pass in 10 s (%d logs aging)", after, aging)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	for i := range 3 { // about 24 KiB
 		mustAppend(t, l, makeBatch(t, plain(8, 1000, int64(i))))
