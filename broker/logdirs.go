@@ -13,6 +13,7 @@ package broker
 // keep serving.
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -62,9 +63,11 @@ const (
 )
 
 // movedDirName is the name of a future or deleted partition directory: the partition's
-// directory name, a dot, a uuid without dashes and the suffix.
+// directory name, a dot, a random uuid as 32 hex digits (Java's UUID without its dashes, as
+// Kafka names them) and the suffix.
 func movedDirName(partDir, suffix string) string {
-	return filepath.Base(partDir) + "." + strings.ReplaceAll(meta.NewUUID().String(), "-", "") + suffix
+	id := meta.NewUUID()
+	return filepath.Base(partDir) + "." + hex.EncodeToString(id[:]) + suffix
 }
 
 // movedDirPartition is the partition directory name a future or deleted directory name

@@ -559,6 +559,19 @@ func TestFinishMoves(t *testing.T) {
 	}
 }
 
+// TestMovedDirName checks that the names moves and deletions give directories are the ones a
+// start recognises: Kafka's, 32 hex digits between the dot and the suffix.
+func TestMovedDirName(t *testing.T) {
+	for range 100 {
+		for _, suffix := range []string{futureDirSuffix, deleteDirSuffix} {
+			name := movedDirName("/data/my.topic-12", suffix)
+			if got := movedDirPartition(name, suffix); got != "my.topic-12" {
+				t.Fatalf("movedDirName gave %q, which a start reads as partition %q", name, got)
+			}
+		}
+	}
+}
+
 // TestLogDirOfflineMovesLeadership runs three brokers and an RF 3 partition whose leader's log
 // dir goes offline (failDir, where every I/O error of a dir leads, with the error an I/O error
 // would bring): the active controller takes the broker out of the ISR and elects another
