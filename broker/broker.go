@@ -143,6 +143,9 @@ type Broker struct {
 	reportMu  sync.Mutex
 	reporting map[int32]bool
 
+	// dirRemover removes deleted partitions' directories in the background (logdelete.go).
+	dirRemover *dirRemover
+
 	closing atomic.Bool
 	stop    chan struct{}
 	bg      sync.WaitGroup
@@ -226,6 +229,7 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 		cleaner:      rlog.NewCleaner(rlog.CleanerConfig{Logger: logger}),
 		reqPool:      mempool.New(max(cfg.QueuedMaxRequestBytes, 0), requestPoolRetain(cfg.QueuedMaxRequestBytes)),
 		purgatory:    newPurgatory(),
+		dirRemover:   newDirRemover(logger),
 		imageChanged: make(chan struct{}, 1), dirReports: make(chan struct{}, 1), incarnation: meta.NewUUID(), quotas: newReplicationQuotas(), telemetry: newTelemetry(cfg.TelemetryMaxBytes, logger)}
 	b.metrics.countInline(b.apis)
 	imageOf := func() *meta.Image {
@@ -325,8 +329,12 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 	if b.writeback != nil {
 		b.writeback.Start()
 	}
-	b.bg.Add(1)
+	b.bg.Add(2)
 	go b.backgroundLoop()
+	go func() {
+		defer b.bg.Done()
+		b.dirRemover.run(b.stop)
+	}()
 	return b, nil
 }
 

@@ -193,7 +193,7 @@ type futureLog struct {
 // dir in any log dir is the finished copy of a move that crashed between replacing the old
 // log and renaming the copy (Kafka's order), and becomes the partition's dir; any other future
 // dir is the copy of a move the restart interrupted, returned to be resumed (a second one of
-// the same partition is removed). Replaced logs are removed. While a dir is offline, a future
+// the same partition is removed). Replaced and deleted logs (-delete) are removed. While a dir is offline, a future
 // dir whose current dir is not found may be the unfinished copy of a log in the offline dir:
 // it is left as it is and its partition returned as parked, offline until every dir is back.
 func finishMoves(dirs []*logDir, logger *slog.Logger) ([]futureLog, map[string]bool, error) {

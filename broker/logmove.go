@@ -8,7 +8,7 @@ package broker
 // diverged follower does). The step that finds the copy caught up swaps it in under the same
 // lock: the copy is closed (flushed), the old log closed and renamed to
 // <topic>-<partition>.<uuid>-delete, the copy renamed to <topic>-<partition> and reopened, and
-// the old directory removed. A crash between the two renames is finished on the next start
+// the old directory removed in the background. A crash between the two renames is finished on the next start
 // (finishMoves); after a restart before, the move goes on from the copy as far as it got
 // (resumeMoves), as Kafka resumes its future logs.
 
@@ -338,9 +338,7 @@ func (b *Broker) swapLog(p *partition, m *logMove, cur *rlog.Log) error {
 	p.move.CompareAndSwap(m, nil)
 	b.logger.Info("moved partition log", "topic", p.topic, "partition", p.index, "from", from.path, "to", m.to.path,
 		"log_end_offset", p.log().LogEndOffset())
-	if err := os.RemoveAll(deleted); err != nil {
-		b.logger.Warn("remove the replaced log", "dir", deleted, "err", err)
-	}
+	b.dirRemover.add(deleted)
 	return nil
 }
 

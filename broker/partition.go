@@ -178,12 +178,25 @@ func (b *Broker) syncPartitions() error {
 	self := b.cfg.NodeID
 	now := time.Now()
 	var failed []hwWait
-	var moved, dropped []*partition
+	var moved, gone []*partition
 	follow := map[int32][]*partition{}
 	homes, firstErr := b.homeReplicas(im, old)
+	early := map[*partition]bool{} // dropped before the new table is built
 	for _, name := range im.SortedTopicNames() {
 		t := im.Topics[name]
 		prev := old.byID[t.ID]
+		if prev == nil {
+			// A topic of this name deleted in the same image change holds the directories
+			// the new one's logs are about to open: its logs go first.
+			var stale []*partition
+			for _, p := range old.byName[name] {
+				if p != nil && p.topicID != t.ID {
+					stale = append(stale, p)
+					early[p] = true
+				}
+			}
+			b.dropPartitions(stale)
+		}
 		ps := make([]*partition, len(t.Partitions))
 		for i, pm := range t.Partitions {
 			var p *partition
@@ -192,7 +205,7 @@ func (b *Broker) syncPartitions() error {
 			}
 			if !slices.Contains(pm.Replicas, self) {
 				if p != nil {
-					dropped = append(dropped, p)
+					gone = append(gone, p)
 				}
 				continue
 			}
@@ -252,21 +265,25 @@ func (b *Broker) syncPartitions() error {
 			continue
 		}
 		for _, p := range ps {
-			if p != nil {
-				dropped = append(dropped, p)
+			if p != nil && !early[p] {
+				gone = append(gone, p)
 			}
 		}
 	}
-	for _, p := range dropped {
+	b.dropPartitions(gone)
+	return firstErr
+}
+
+// dropPartitions lets go of partitions no longer assigned here: their waiters are woken, their
+// moves cancelled and their compaction stopped, and their logs deleted (deletePartitionLogs).
+func (b *Broker) dropPartitions(ps []*partition) {
+	for _, p := range ps {
 		p.wakeWaiters()
 		b.cancelMove(p)
 		p.dir.Load().parts.Add(-1)
 		b.cleaner.Remove(p.log())
-		if err := p.log().Delete(); err != nil {
-			b.logger.Warn("delete partition log", "topic", p.topic, "partition", p.index, "err", err)
-		}
 	}
-	return firstErr
+	b.deletePartitionLogs(ps)
 }
 
 // homeReplicas decides where each replica assigned here and not open in old lives

@@ -137,12 +137,35 @@ func (l *Log) Close() error {
 	return nil
 }
 
-// Delete closes the log and removes its directory (DeleteTopics). Reads still holding
-// segments keep their mappings until released.
-func (l *Log) Delete() error {
-	err := l.Close()
-	if rerr := os.RemoveAll(l.dir); rerr != nil {
-		err = errors.Join(err, fmt.Errorf("delete %s: %w", l.dir, rerr))
+// Discard closes a log whose files are about to be removed (a deleted topic, an abandoned
+// copy): unlike Close it neither flushes, nor finishes the active segment's indexes, nor
+// writes checkpoints, so closing a large log costs no writes, as Kafka closes a deleted log's
+// files without flushing them. It waits only for the background work that writes into the
+// log's directory by name (a rolled segment's flush, a producer snapshot), so that nothing is
+// written there once the caller renames or removes it. SyncAsync waiters not yet answered
+// get ErrClosed. Reads still holding segments keep their mappings until released. Discarding
+// a closed log is a no-op.
+func (l *Log) Discard() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
 	}
-	return err
+	l.closed = true
+	l.flushes.Wait()
+	if segs := l.segs.Swap(nil); segs != nil {
+		for _, s := range *segs {
+			s.decRef()
+		}
+	}
+}
+
+// Delete discards the log and removes its directory. Reads still holding segments keep their
+// mappings until released.
+func (l *Log) Delete() error {
+	l.Discard()
+	if err := os.RemoveAll(l.dir); err != nil {
+		return fmt.Errorf("delete %s: %w", l.dir, err)
+	}
+	return nil
 }

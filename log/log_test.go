@@ -5,10 +5,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -400,6 +402,59 @@ func TestDeleteWhileReading(t *testing.T) {
 	if _, err := l.Append(b); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Append after Delete = %v; want ErrClosed", err)
 	}
+}
+
+// TestDiscardWritesNothing closes a log as DeleteTopics does: no file in its directory is
+// written, trimmed, replaced or added (Close would fsync, trim the active segment's indexes and
+// write the epoch checkpoint and a producer snapshot), a SyncAsync caller is answered, and
+// what was appended is still there for a reopen to recover.
+func TestDiscardWritesNothing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "t-0")
+	l := mustOpen(t, dir, testConfig(), Options{})
+	var want [][]byte
+	for i := range 5 {
+		b := makeBatch(t, idem(7, 0, int32(3*i), 3))
+		mustAppend(t, l, b)
+		want = append(want, b)
+	}
+	type file struct {
+		ino  uint64
+		size int64
+	}
+	list := func() map[string]file {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files := map[string]file{}
+		for _, e := range ents {
+			fi, err := e.Info()
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[e.Name()] = file{fi.Sys().(*syscall.Stat_t).Ino, fi.Size()}
+		}
+		return files
+	}
+	before := list()
+	answered := make(chan error, 1)
+	l.SyncAsync(l.LogEndOffset(), func(err error) { answered <- err })
+	l.Discard()
+	select {
+	case <-answered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("SyncAsync waiter not answered after Discard")
+	}
+	if after := list(); !maps.Equal(before, after) {
+		t.Fatalf("Discard changed the log's files:\nbefore %v\nafter  %v", before, after)
+	}
+	if _, err := l.Append(want[0]); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Append after Discard = %v; want ErrClosed", err)
+	}
+	l.Discard()
+	r := mustOpen(t, dir, testConfig(), Options{})
+	defer r.Close()
+	checkBatches(t, readBatches(t, r, 0), want, "reopened after Discard")
 }
 
 // TestConcurrentReadsDuringAppends reads while another goroutine appends and rolls; every read
