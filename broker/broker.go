@@ -261,7 +261,7 @@ func New(cfg Config, logger *slog.Logger) (*Broker, error) {
 		return nil, fmt.Errorf("the first log dir holds the metadata log: %w", err)
 	}
 	var futures []futureLog
-	if b.dirs, futures, b.parkedMoves, err = openLogDirs(&cfg, clusterID, logger); err != nil {
+	if b.dirs, futures, b.parkedMoves, err = openLogDirs(&cfg, clusterID, logger, b.dirRemover.add); err != nil {
 		return nil, err
 	}
 	if b.replicaDirs, err = loadReplicaDirs(b.dirs[0].path); err != nil {

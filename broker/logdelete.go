@@ -5,8 +5,8 @@ package broker
 // once, so that the same topic can be created again and the image applied without waiting, and
 // the renamed directory removed in the background. Removing a large log takes seconds (ext4
 // frees and discards its blocks in unlink); done on the goroutine applying the metadata, it
-// held up DeleteTopics and every metadata change after it. A restart before the removal
-// finishes it at start (finishMoves).
+// held up DeleteTopics and every metadata change after it. A start queues the -delete
+// directories a previous run left (finishMoves).
 
 import (
 	"log/slog"
@@ -81,7 +81,8 @@ func (r *dirRemover) next() string {
 }
 
 // run removes queued directories until stop is closed. It stops between files, so a shutdown
-// does not wait for a large log's removal; what is left, named -delete, goes at the next start.
+// does not wait for a large log's removal; what is left, named -delete, is queued again at the
+// next start.
 func (r *dirRemover) run(stop <-chan struct{}) {
 	for {
 		select {

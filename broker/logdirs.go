@@ -87,12 +87,12 @@ func movedDirPartition(name, suffix string) string {
 // openLogDirs formats every dir of cfg.LogDirs that is not yet (with clusterID), reads its
 // directory.id and what the last run left in it, and finishes the moves a crash interrupted
 // in their swap; it returns the dirs, the copies of moves to resume and the partitions whose
-// move is parked (finishMoves). The same
+// move is parked, and passes the deleted logs' directories to removeLater (finishMoves). The same
 // dir named twice counts once. A dir other than the first that fails with an I/O error is
 // offline from the start, as Kafka's LogManager starts with the dirs it could open; the first
 // holds the metadata log, and its failure stops the start, as Kafka stops when its
 // metadata.log.dir fails.
-func openLogDirs(cfg *Config, clusterID string, logger *slog.Logger) ([]*logDir, []futureLog, map[string]bool, error) {
+func openLogDirs(cfg *Config, clusterID string, logger *slog.Logger, removeLater func(dir string)) ([]*logDir, []futureLog, map[string]bool, error) {
 	var dirs []*logDir
 	ids := map[meta.UUID]string{}
 	for _, d := range cfg.LogDirs {
@@ -119,7 +119,7 @@ func openLogDirs(cfg *Config, clusterID string, logger *slog.Logger) ([]*logDir,
 		}
 		dirs = append(dirs, ld)
 	}
-	futures, parked, err := finishMoves(dirs, logger)
+	futures, parked, err := finishMoves(dirs, logger, removeLater)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -193,10 +193,11 @@ type futureLog struct {
 // dir in any log dir is the finished copy of a move that crashed between replacing the old
 // log and renaming the copy (Kafka's order), and becomes the partition's dir; any other future
 // dir is the copy of a move the restart interrupted, returned to be resumed (a second one of
-// the same partition is removed). Replaced and deleted logs (-delete) are removed. While a dir is offline, a future
+// the same partition is removed). Replaced and deleted logs (-delete) are passed to
+// removeLater, so that a start does not wait for a large log's removal. While a dir is offline, a future
 // dir whose current dir is not found may be the unfinished copy of a log in the offline dir:
 // it is left as it is and its partition returned as parked, offline until every dir is back.
-func finishMoves(dirs []*logDir, logger *slog.Logger) ([]futureLog, map[string]bool, error) {
+func finishMoves(dirs []*logDir, logger *slog.Logger, removeLater func(dir string)) ([]futureLog, map[string]bool, error) {
 	current, parked := map[string]bool{}, map[string]bool{}
 	anyOffline := false
 	type moved struct {
@@ -255,9 +256,7 @@ func finishMoves(dirs []*logDir, logger *slog.Logger) ([]futureLog, map[string]b
 		}
 	}
 	for _, d := range deleted {
-		if err := os.RemoveAll(filepath.Join(d.dir, d.name)); err != nil {
-			return nil, nil, fmt.Errorf("remove replaced log %s: %w", d.name, err)
-		}
+		removeLater(filepath.Join(d.dir, d.name))
 	}
 	return resume, parked, nil
 }

@@ -513,7 +513,8 @@ func TestLogDirOffline(t *testing.T) {
 // TestFinishMoves checks what a start does with the directories of moves a crash interrupted:
 // a copy whose partition has no current directory (the crash came between the two renames of
 // the swap) becomes the partition's directory; a copy beside a current directory is returned
-// to be resumed, a second copy of the same partition removed, and replaced logs removed.
+// to be resumed, a second copy of the same partition removed, and replaced logs left to be
+// removed later.
 func TestFinishMoves(t *testing.T) {
 	root := t.TempDir()
 	a, c := &logDir{path: filepath.Join(root, "a")}, &logDir{path: filepath.Join(root, "b")}
@@ -529,9 +530,13 @@ func TestFinishMoves(t *testing.T) {
 	mk(c, "kept-1."+id+futureDirSuffix)
 	mk(c, "kept-1.fedcba9876543210fedcba9876543210"+futureDirSuffix)
 	mk(c, "not-a-move-2.future")
-	resume, _, err := finishMoves([]*logDir{a, c}, slog.New(slog.DiscardHandler))
+	var later []string
+	resume, _, err := finishMoves([]*logDir{a, c}, slog.New(slog.DiscardHandler), func(dir string) { later = append(later, dir) })
 	if err != nil {
 		t.Fatal(err)
+	}
+	if want := []string{filepath.Join(a.path, "swapped.t-0."+id+deleteDirSuffix)}; !slices.Equal(later, want) {
+		t.Errorf("left to be removed: %v; want %v", later, want)
 	}
 	want := []futureLog{{dir: c, path: filepath.Join(c.path, "kept-1."+id+futureDirSuffix), part: "kept-1"}}
 	if !slices.Equal(resume, want) {
@@ -548,7 +553,7 @@ func TestFinishMoves(t *testing.T) {
 		}
 		return out
 	}
-	if got, want := names(a), []string{"kept-1"}; !slices.Equal(got, want) {
+	if got, want := names(a), []string{"kept-1", "swapped.t-0." + id + deleteDirSuffix}; !slices.Equal(got, want) {
 		t.Errorf("first dir holds %v; want %v", got, want)
 	}
 	if got, want := names(c), []string{"kept-1." + id + futureDirSuffix, "not-a-move-2.future", "swapped.t-0"}; !slices.Equal(got, want) {
