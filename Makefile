@@ -33,7 +33,7 @@ COMPARE_OUT          ?= results/compare-$(shell date +%Y%m%d-%H%M%S)
 UNIT_PKGS = $(shell $(GO) list -e ./... 2>/dev/null | grep -v '/e2e$$')
 
 .NOTPARALLEL:
-.PHONY: all build run test unit e2e chaos bench compare compare-cluster profile kafka-go-suite fuzz-short vet deps deps-go deps-kcat deps-kafka deps-systemd dist clean
+.PHONY: all build run test unit e2e chaos bench compare compare-tools compare-cluster profile kafka-go-suite fuzz-short vet deps deps-go deps-kcat deps-kafka deps-systemd dist clean
 
 all: build
 
@@ -102,6 +102,12 @@ compare: build deps-kcat deps-kafka
 	@command -v jq >/dev/null 2>&1 && test -x /usr/bin/time || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y jq time; }
 	OUT="$(COMPARE_OUT)" DURATION="$(COMPARE_DURATION)" WARMUP="$(COMPARE_WARMUP)" \
 		KAFKA_WARMUP="$(COMPARE_KAFKA_WARMUP)" EXTRA="$(COMPARE_EXTRA)" ROUNDS="$(COMPARE_ROUNDS)" BASE="$(COMPARE_BASE)" tools/compare.sh
+
+# Apache Kafka 4.1.1 and ringbroker measured with Kafka's own kafka-producer-perf-test and
+# kafka-consumer-perf-test, interleaved for COMPARE_ROUNDS rounds after the machine is quiet;
+# see tools/compare-tools.sh and BENCHMARKS.md.
+compare-tools: build deps-kcat deps-kafka
+	OUT="$(subst compare-,compare-tools-,$(COMPARE_OUT))" ROUNDS="$(COMPARE_ROUNDS)" tools/compare-tools.sh
 
 # Replicated writes on three local nodes: Apache Kafka 4.1.1 vs ringbroker, RF 3 and RF 1, the
 # same rounds and quiet-machine rule as compare; see tools/compare-cluster.sh and BENCHMARKS.md.

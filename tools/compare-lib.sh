@@ -108,6 +108,30 @@ goal() {
 	printf '%-58s %6sx  (goal %s %s: %s)\n' "$1" "$2" "$3" "$4" "$met"
 }
 
+# log4j2_config LEVEL: a log4j2 configuration for Kafka's JVMs that logs LEVEL and above to the
+# console.
+log4j2_config() {
+	cat <<-EOF
+		status = warn
+		appender.console.type = Console
+		appender.console.name = CONSOLE
+		appender.console.layout.type = PatternLayout
+		appender.console.layout.pattern = [%d] %p %m (%c)%n
+		rootLogger.level = $1
+		rootLogger.appenderRef.console.ref = CONSOLE
+	EOF
+}
+
+# pick_port: sets PORT, unless set, to a free port whose next one is free too (Kafka's
+# controller).
+pick_port() {
+	[[ -z $PORT ]] || return 0
+	for _ in {1..50}; do
+		PORT=$((20000 + RANDOM % 20000))
+		port_free "$PORT" && port_free $((PORT + 1)) && break
+	done
+}
+
 # new_cluster_id: a random cluster id in Kafka's base64 form.
 new_cluster_id() {
 	local id
@@ -137,15 +161,7 @@ kafka_node() {
 		share.coordinator.state.topic.replication.factor=$rf
 		share.coordinator.state.topic.min.isr=$((rf > 1 ? 2 : 1))
 	EOF
-	cat >"$dir/log4j2.properties" <<-EOF
-		status = warn
-		appender.console.type = Console
-		appender.console.name = CONSOLE
-		appender.console.layout.type = PatternLayout
-		appender.console.layout.pattern = [%d] %p %m (%c)%n
-		rootLogger.level = info
-		rootLogger.appenderRef.console.ref = CONSOLE
-	EOF
+	log4j2_config info >"$dir/log4j2.properties"
 	java -cp "$KAFKA_LIBS/*" -Dlog4j2.configurationFile="$dir/log4j2.properties" \
 		kafka.tools.StorageTool format -t "$cid" -c "$dir/server.properties" >>"$blog" 2>&1 ||
 		die "format Kafka storage failed: see $blog"
@@ -207,4 +223,73 @@ txn_rows() {
 				"$(med "$name" "$w" .transactions.aborted)"
 		done
 	done
+}
+
+# label NAME: the column name of a broker in the comparison.
+label() {
+	case $1 in
+	kafka) echo kafka-4.1.1 ;;
+	*) echo "ringbroker-$1" ;;
+	esac
+}
+
+# The one-node brokers of compare.sh and compare-tools.sh, which set RUN (the round's result
+# directory), READY_TIMEOUT and STOP_TIMEOUT, and trap cleanup on EXIT.
+PID=""
+# start_broker NAME: starts the broker on $PORT with a fresh log directory and
+# sets PID once it answers Metadata.
+start_broker() {
+	local name=$1 dir="$DATA/$1" blog="$RUN/$1/broker.log"
+	rm -rf "$dir"
+	mkdir -p "$dir" "$RUN/$name"
+	port_free "$PORT" || die "port $PORT is in use"
+	case $name in
+	kafka)
+		port_free $((PORT + 1)) || die "port $((PORT + 1)) is in use"
+		kafka_node "$dir" 1 "1@127.0.0.1:$((PORT + 1))" "$PORT" $((PORT + 1)) "$(new_cluster_id)" 1 "$blog"
+		;;
+	uring | netpoll)
+		"$RINGBROKER" --io="$name" --override "listeners=PLAINTEXT://127.0.0.1:$PORT" \
+			--override "log.dirs=$dir/data" --override "metrics.listen=" >>"$blog" 2>&1 &
+		;;
+	*) die "unknown broker $name: want kafka, uring or netpoll" ;;
+	esac
+	PID=$!
+	local start=$SECONDS
+	until kcat -b "127.0.0.1:$PORT" -L -m 2 2>/dev/null | grep -q '1 brokers'; do
+		kill -0 "$PID" 2>/dev/null || die "$name exited during start: see $blog"
+		((SECONDS - start < READY_TIMEOUT)) || die "$name not ready within ${READY_TIMEOUT}s: see $blog"
+		sleep 0.2
+	done
+	echo "compare: $name (pid $PID) ready on 127.0.0.1:$PORT in $((SECONDS - start))s" | tee -a "$LOG"
+}
+
+# stop_broker NAME: records the broker's lifetime peak RSS and CPU time, then
+# stops it with SIGTERM and removes its data.
+stop_broker() {
+	local name=$1
+	{
+		echo "pid $PID"
+		grep -E '^(VmHWM|VmRSS|RssAnon|RssFile|Threads)' "/proc/$PID/status"
+		awk -v hz="$(getconf CLK_TCK)" '{sub(/.*\) /, ""); printf "cpu_seconds %.2f\n", ($12 + $13) / hz}' "/proc/$PID/stat"
+	} >"$RUN/$name/process.txt"
+	kill -TERM "$PID"
+	local start=$SECONDS
+	while kill -0 "$PID" 2>/dev/null; do
+		((SECONDS - start < STOP_TIMEOUT)) || {
+			kill -KILL "$PID"
+			echo "compare: $name did not stop within ${STOP_TIMEOUT}s; killed" | tee -a "$LOG"
+		}
+		sleep 0.2
+	done
+	wait "$PID" 2>/dev/null || true # Kafka exits 143 after a clean SIGTERM shutdown
+	PID=""
+	rm -rf "${DATA:?}/$name"
+	echo "compare: $name stopped; $(tr '\n' ' ' <"$RUN/$name/process.txt")" | tee -a "$LOG"
+}
+
+cleanup() {
+	if [[ -n $PID ]]; then
+		kill -KILL "$PID" 2>/dev/null || true
+	fi
 }

@@ -64,6 +64,7 @@ STOP_TIMEOUT=60   # seconds for a clean shutdown after SIGTERM
 
 # shellcheck source=tools/compare-lib.sh
 . "$ROOT/tools/compare-lib.sh"
+trap cleanup EXIT
 
 for tool in jq kcat java /usr/bin/time; do
 	command -v "$tool" >/dev/null || die "$tool not found (make deps installs kcat and java; apt-get install jq time)"
@@ -79,12 +80,7 @@ for w in $EXTRA; do
 done
 [[ $(tr ' ' '\n' <<<"$BROKERS" | sed '/^$/d' | sort | uniq -d) == "" ]] || die "BROKERS=\"$BROKERS\" names a broker twice"
 
-if [[ -z $PORT ]]; then
-	for _ in {1..50}; do
-		PORT=$((20000 + RANDOM % 20000))
-		port_free "$PORT" && port_free $((PORT + 1)) && break
-	done
-fi
+pick_port
 
 mkdir -p "$OUT" "$DATA"
 OUT=$(cd "$OUT" && pwd)
@@ -103,75 +99,7 @@ txn_workload() {
 	jq -e '.transactions != null' "$OUT/r1/${first[0]}/$1.json" >/dev/null
 }
 
-# label NAME: the column name of a broker in the comparison.
-label() {
-	case $1 in
-	kafka) echo kafka-4.1.1 ;;
-	*) echo "ringbroker-$1" ;;
-	esac
-}
-
 machine | tee "$OUT/machine.txt" | tee -a "$LOG"
-
-PID=""
-# start_broker NAME: starts the broker on $PORT with a fresh log directory and
-# sets PID once it answers Metadata.
-start_broker() {
-	local name=$1 dir="$DATA/$1" blog="$RUN/$1/broker.log"
-	rm -rf "$dir"
-	mkdir -p "$dir" "$RUN/$name"
-	port_free "$PORT" || die "port $PORT is in use"
-	case $name in
-	kafka)
-		port_free $((PORT + 1)) || die "port $((PORT + 1)) is in use"
-		kafka_node "$dir" 1 "1@127.0.0.1:$((PORT + 1))" "$PORT" $((PORT + 1)) "$(new_cluster_id)" 1 "$blog"
-		;;
-	uring | netpoll)
-		"$RINGBROKER" --io="$name" --override "listeners=PLAINTEXT://127.0.0.1:$PORT" \
-			--override "log.dirs=$dir/data" --override "metrics.listen=" >>"$blog" 2>&1 &
-		;;
-	*) die "unknown broker $name: want kafka, uring or netpoll" ;;
-	esac
-	PID=$!
-	local start=$SECONDS
-	until kcat -b "127.0.0.1:$PORT" -L -m 2 2>/dev/null | grep -q '1 brokers'; do
-		kill -0 "$PID" 2>/dev/null || die "$name exited during start: see $blog"
-		((SECONDS - start < READY_TIMEOUT)) || die "$name not ready within ${READY_TIMEOUT}s: see $blog"
-		sleep 0.2
-	done
-	echo "compare: $name (pid $PID) ready on 127.0.0.1:$PORT in $((SECONDS - start))s" | tee -a "$LOG"
-}
-
-# stop_broker NAME: records the broker's lifetime peak RSS and CPU time, then
-# stops it with SIGTERM and removes its data.
-stop_broker() {
-	local name=$1
-	{
-		echo "pid $PID"
-		grep -E '^(VmHWM|VmRSS|RssAnon|RssFile|Threads)' "/proc/$PID/status"
-		awk -v hz="$(getconf CLK_TCK)" '{sub(/.*\) /, ""); printf "cpu_seconds %.2f\n", ($12 + $13) / hz}' "/proc/$PID/stat"
-	} >"$RUN/$name/process.txt"
-	kill -TERM "$PID"
-	local start=$SECONDS
-	while kill -0 "$PID" 2>/dev/null; do
-		((SECONDS - start < STOP_TIMEOUT)) || {
-			kill -KILL "$PID"
-			echo "compare: $name did not stop within ${STOP_TIMEOUT}s; killed" | tee -a "$LOG"
-		}
-		sleep 0.2
-	done
-	wait "$PID" 2>/dev/null || true # Kafka exits 143 after a clean SIGTERM shutdown
-	PID=""
-	rm -rf "${DATA:?}/$name"
-	echo "compare: $name stopped; $(tr '\n' ' ' <"$RUN/$name/process.txt")" | tee -a "$LOG"
-}
-
-cleanup() {
-	if [[ -n $PID ]]; then
-		kill -KILL "$PID" 2>/dev/null || true
-	fi
-}
-trap cleanup EXIT
 
 # bench NAME WORKLOAD WARMUP [ringbench flags]: one measured run into
 # $OUT/NAME/WORKLOAD.json, and into WORKLOAD.load how busy the machine was:
