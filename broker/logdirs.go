@@ -85,9 +85,9 @@ func movedDirPartition(name, suffix string) string {
 }
 
 // openLogDirs formats every dir of cfg.LogDirs that is not yet (with clusterID), reads its
-// directory.id and what the last run left in it, and finishes the moves a crash interrupted
-// in their swap; it returns the dirs, the copies of moves to resume and the partitions whose
-// move is parked, and passes the deleted logs' directories to removeLater (finishMoves). The same
+// directory.id and what the last run left in it, and finishes the moves a crash interrupted in
+// their swap; it returns the dirs, the copies of moves to resume and the partitions whose move
+// is parked, and passes the deleted logs' directories to removeLater (finishMoves). The same
 // dir named twice counts once. A dir other than the first that fails with an I/O error is
 // offline from the start, as Kafka's LogManager starts with the dirs it could open; the first
 // holds the metadata log, and its failure stops the start, as Kafka stops when its
@@ -190,13 +190,13 @@ type futureLog struct {
 }
 
 // finishMoves handles the directories moves left: a future dir whose partition has no current
-// dir in any log dir is the finished copy of a move that crashed between replacing the old
-// log and renaming the copy (Kafka's order), and becomes the partition's dir; any other future
-// dir is the copy of a move the restart interrupted, returned to be resumed (a second one of
-// the same partition is removed). Replaced and deleted logs (-delete) are passed to
-// removeLater, so that a start does not wait for a large log's removal. While a dir is offline, a future
-// dir whose current dir is not found may be the unfinished copy of a log in the offline dir:
-// it is left as it is and its partition returned as parked, offline until every dir is back.
+// dir in any log dir is the finished copy of a move that crashed between replacing the old log
+// and renaming the copy (Kafka's order), and becomes the partition's dir; any other future dir
+// is the copy of a move the restart interrupted, returned to be resumed (a second one of the
+// same partition is removed). Replaced and deleted logs (-delete) are passed to removeLater, so
+// that a start does not wait for a large log's removal. While a dir is offline, a future dir
+// whose current dir is not found may be the unfinished copy of a log in the offline dir: it is
+// left as it is and its partition returned as parked, offline until every dir is back.
 func finishMoves(dirs []*logDir, logger *slog.Logger, removeLater func(dir string)) ([]futureLog, map[string]bool, error) {
 	current, parked := map[string]bool{}, map[string]bool{}
 	anyOffline := false

@@ -2,15 +2,15 @@ package broker
 
 // Moving a partition's log to another log dir while it keeps serving (AlterReplicaLogDirs), as
 // Kafka's ReplicaAlterLogDirsThread: the log is copied batch by batch, as a follower copies its
-// leader's, into <topic>-<partition>.<uuid>-future in the target dir. Each step copies under the
-// partition's appendMu, which Produce, WriteTxnMarkers, follower fetches and role changes take
-// too, so the copy never misses an append and follows truncations (by leader epoch, as a
+// leader's, into <topic>-<partition>.<uuid>-future in the target dir. Each step copies under
+// the partition's appendMu, which Produce, WriteTxnMarkers, follower fetches and role changes
+// take too, so the copy never misses an append and follows truncations (by leader epoch, as a
 // diverged follower does). The step that finds the copy caught up swaps it in under the same
 // lock: the copy is closed (flushed), the old log closed and renamed to
 // <topic>-<partition>.<uuid>-delete, the copy renamed to <topic>-<partition> and reopened, and
-// the old directory removed in the background. A crash between the two renames is finished on the next start
-// (finishMoves); after a restart before, the move goes on from the copy as far as it got
-// (resumeMoves), as Kafka resumes its future logs.
+// the old directory removed in the background. A crash between the two renames is finished on
+// the next start (finishMoves); after a restart before, the move goes on from the copy as far
+// as it got (resumeMoves), as Kafka resumes its future logs.
 
 import (
 	"errors"

@@ -142,9 +142,9 @@ func (l *Log) Close() error {
 // writes checkpoints, so closing a large log costs no writes, as Kafka closes a deleted log's
 // files without flushing them. It waits only for the background work that writes into the
 // log's directory by name (a rolled segment's flush, a producer snapshot), so that nothing is
-// written there once the caller renames or removes it. SyncAsync waiters not yet answered
-// get ErrClosed. Reads still holding segments keep their mappings until released. Discarding
-// a closed log is a no-op.
+// written there once the caller renames or removes it. A SyncAsync waiter whose offsets no
+// fsync covered yet is answered with ErrClosed. Reads still holding segments keep their
+// mappings until released. Discarding a closed log is a no-op.
 func (l *Log) Discard() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
