@@ -83,7 +83,9 @@ func TestDeleteTopicRemovesLogsInBackground(t *testing.T) {
 // them, or closing and removing the old ones would take the new ones' files with them.
 func TestDeleteAndRecreateInOneImage(t *testing.T) {
 	t.Parallel()
-	bs, ctx, adm := replicatedCluster(t, "again", 2, nil)
+	// The follower's heartbeats wait while its partitions are held below: a session long
+	// enough that it is not fenced meanwhile, however slow the machine.
+	bs, ctx, adm := replicatedCluster(t, "again", 2, nil, func(c *Config) { c.BrokerSessionTimeout = 30 * time.Second })
 	cl := newClient(t, bs[0], clusterSeeds(bs), kgo.DefaultProduceTopic("again"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	produceValues(ctx, t, cl, 0, 100)
 	oldID := bs[0].meta.Image().Topics["again"].ID
