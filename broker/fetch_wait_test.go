@@ -178,7 +178,6 @@ func awaitFetch(t *testing.T, resCh <-chan *kmsg.FetchResponse, errCh <-chan err
 	return nil
 }
 
-// fetchedPartitionsWithData lists the partitions of resp that returned records.
 // fetchedBytes is how many bytes of records resp holds over its partitions.
 func fetchedBytes(resp *kmsg.FetchResponse) int {
 	n := 0
@@ -190,6 +189,7 @@ func fetchedBytes(resp *kmsg.FetchResponse) int {
 	return n
 }
 
+// fetchedPartitionsWithData lists the partitions of resp that returned records.
 func fetchedPartitionsWithData(resp *kmsg.FetchResponse) []int32 {
 	var out []int32
 	for _, rt := range resp.Topics {
