@@ -19,20 +19,23 @@ import (
 
 // deletePartitionLogs closes the logs of partitions dropped from the metadata, renames their
 // directories out of the way and queues them for removal. A directory that cannot be renamed
-// is removed under its own name.
+// is removed under its own name at once: queued, it could be removed after a topic created
+// again had opened a new log there.
 func (b *Broker) deletePartitionLogs(ps []*partition) {
 	parents := map[string]bool{}
 	for _, p := range ps {
 		l := p.log()
 		l.Discard()
-		dir := l.Dir()
-		deleted := filepath.Join(filepath.Dir(dir), movedDirName(dir, deleteDirSuffix))
+		dir, parent := l.Dir(), filepath.Dir(l.Dir())
+		deleted := filepath.Join(parent, movedDirName(dir, deleteDirSuffix))
 		if err := os.Rename(dir, deleted); err != nil {
 			b.logger.Warn("rename the log of a deleted partition; removing it in place", "topic", p.topic, "partition", p.index, "err", err)
-			deleted = dir
-		} else {
-			parents[filepath.Dir(dir)] = true
+			if err := os.RemoveAll(dir); err != nil {
+				b.logger.Warn("remove the log of a deleted partition", "topic", p.topic, "partition", p.index, "err", err)
+			}
+			continue
 		}
+		parents[parent] = true
 		b.dirRemover.add(deleted)
 	}
 	// One sync per log dir makes the renames durable, so that a crash does not bring a
