@@ -47,6 +47,23 @@ func (b *Broker) deletePartitionLogs(ps []*partition) {
 	}
 }
 
+// setAside renames dir, a partition directory no log of this broker uses, to a -delete name,
+// makes the rename durable and queues it for removal, so that whoever opens a log in its place
+// does not wait for a large log's removal. A directory that cannot be renamed is removed at
+// once.
+func (b *Broker) setAside(dir string) error {
+	deleted := filepath.Join(filepath.Dir(dir), movedDirName(dir, deleteDirSuffix))
+	if err := os.Rename(dir, deleted); err != nil {
+		b.logger.Warn("rename a partition directory to remove it; removing it in place", "dir", dir, "err", err)
+		return os.RemoveAll(dir)
+	}
+	if err := fsutil.SyncDir(filepath.Dir(dir)); err != nil {
+		b.logger.Warn("sync a log dir after renaming a partition directory", "dir", filepath.Dir(dir), "err", err)
+	}
+	b.dirRemover.add(deleted)
+	return nil
+}
+
 // dirRemover removes directories in the background, one at a time, in the order queued.
 type dirRemover struct {
 	logger *slog.Logger

@@ -175,3 +175,50 @@ func TestDeletedLogsRemovedAtStart(t *testing.T) {
 		return nil
 	})
 }
+
+// TestStalePartitionDirSetAside starts a broker on a log dir that holds a partition directory
+// of an earlier topic of the same name (another topic id, as one deleted while the broker was
+// down would leave): creating the topic sets the old directory aside and removes it, and the
+// new partition starts empty.
+func TestStalePartitionDirSetAside(t *testing.T) {
+	dir := t.TempDir()
+	stale := partitionDir(dir, "reborn", 0)
+	if err := os.MkdirAll(stale, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	staleMeta := "version: 0\ntopic_id: AQIDBAUGBwgJCgsMDQ4PEA\n"
+	if err := os.WriteFile(filepath.Join(stale, "partition.metadata"), []byte(staleMeta), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(stale, "stale-data.log"), make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := startBroker(t, "netpoll", dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl := newClient(t, b, kgo.DefaultProduceTopic("reborn"))
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "reborn"); err != nil {
+		t.Fatal(err)
+	}
+	produceValues(ctx, t, cl, 0, 3)
+	offs, err := adm.ListEndOffsets(ctx, "reborn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := offs.Lookup("reborn", 0); o.Err != nil || o.Offset != 3 {
+		t.Fatalf("end offset %d, err %v; want 3, a new log", o.Offset, o.Err)
+	}
+	if _, err := os.Stat(filepath.Join(stale, "stale-data.log")); !os.IsNotExist(err) {
+		t.Errorf("the earlier topic's file is still in the partition directory: %v", err)
+	}
+	if data, err := os.ReadFile(filepath.Join(stale, "partition.metadata")); err != nil || string(data) == staleMeta {
+		t.Errorf("partition.metadata %q, err %v; want the new topic's id", data, err)
+	}
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if left := logDirEntries(t, dir, "reborn-0."); len(left) > 0 {
+			return fmt.Errorf("the set-aside directory is not removed: %v", left)
+		}
+		return nil
+	})
+}

@@ -342,8 +342,8 @@ func (b *Broker) homeReplicas(im *meta.Image, old *partitionTable) (map[replicaK
 }
 
 // openPartition opens the log of one partition in dir d. A directory left by an earlier topic
-// of the same name (a different topic id, for example after a crash during deletion) is
-// removed first.
+// of the same name (a different topic id, for example one deleted while this broker was down)
+// is set aside for the background remover first.
 func (b *Broker) openPartition(t *meta.Topic, index int32, d *logDir) (*partition, error) {
 	l, err := b.openPartitionLog(d, partitionDir(d.path, t.Name, index), t, index, t.Partitions[index].LeaderEpoch, d.startup)
 	if err != nil {
@@ -364,7 +364,7 @@ func (b *Broker) openPartition(t *meta.Topic, index int32, d *logDir) (*partitio
 func (b *Broker) openPartitionLog(d *logDir, dir string, t *meta.Topic, index, leaderEpoch int32, st startupState) (*rlog.Log, error) {
 	if id, ok := readPartitionTopicID(dir); ok && id != t.ID {
 		b.logger.Warn("removing stale partition dir of an earlier topic", "dir", dir, "stale_topic_id", id, "topic_id", t.ID)
-		if err := os.RemoveAll(dir); err != nil {
+		if err := b.setAside(dir); err != nil {
 			return nil, fmt.Errorf("remove stale partition dir %s: %w", dir, err)
 		}
 	}
