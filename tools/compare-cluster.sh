@@ -138,7 +138,7 @@ stop_cluster() {
 		{
 			echo "pid $pid"
 			grep -E '^(VmHWM|VmRSS|RssAnon|Threads)' "/proc/$pid/status"
-			awk -v hz="$(getconf CLK_TCK)" '{sub(/.*\) /, ""); printf "cpu_seconds %.2f\n", ($12 + $13) / hz}' "/proc/$pid/stat"
+			echo "cpu_seconds $(cpu_seconds "$pid")"
 		} >>"$RUN/$name/process.txt"
 	done
 	kill -TERM "${PIDS[@]}" 2>/dev/null || true

@@ -132,6 +132,11 @@ pick_port() {
 	done
 }
 
+# cpu_seconds PID: the process's CPU time so far (user + system), in seconds.
+cpu_seconds() {
+	awk -v hz="$(getconf CLK_TCK)" '{sub(/.*\) /, ""); printf "%.2f\n", ($12 + $13) / hz}' "/proc/$1/stat"
+}
+
 # new_cluster_id: a random cluster id in Kafka's base64 form.
 new_cluster_id() {
 	local id
@@ -271,7 +276,7 @@ stop_broker() {
 	{
 		echo "pid $PID"
 		grep -E '^(VmHWM|VmRSS|RssAnon|RssFile|Threads)' "/proc/$PID/status"
-		awk -v hz="$(getconf CLK_TCK)" '{sub(/.*\) /, ""); printf "cpu_seconds %.2f\n", ($12 + $13) / hz}' "/proc/$PID/stat"
+		echo "cpu_seconds $(cpu_seconds "$PID")"
 	} >"$RUN/$name/process.txt"
 	kill -TERM "$PID"
 	local start=$SECONDS

@@ -75,11 +75,6 @@ kafka_tool() {
 	java -Dlog4j2.configurationFile="$TOOLS_LOG4J" -cp "$KAFKA_LIBS/*" "$@"
 }
 
-# broker_cpu: the broker's CPU seconds so far.
-broker_cpu() {
-	awk -v hz="$(getconf CLK_TCK)" '{sub(/.*\) /, ""); printf "%.2f\n", ($12 + $13) / hz}' "/proc/$PID/stat"
-}
-
 # measure NAME TOOL CLASS ARGS...: runs a tool once the machine is quiet, its output into
 # $RUN/NAME/TOOL.out and into $RUN/NAME/TOOL.cpu the broker's CPU seconds over the run and the
 # load when it began.
@@ -88,10 +83,10 @@ measure() {
 	shift 2
 	wait_quiet
 	load0=$(cut -d' ' -f1 /proc/loadavg)
-	cpu0=$(broker_cpu)
+	cpu0=$(cpu_seconds "$PID")
 	echo "compare-tools: $name: $tool (load $load0)" | tee -a "$LOG"
 	kafka_tool "$@" >"$RUN/$name/$tool.out" 2>&1 || die "$tool against $name failed: see $RUN/$name/$tool.out"
-	echo "$(awk -v a="$cpu0" -v b="$(broker_cpu)" 'BEGIN { printf "%.2f", b - a }') $load0" >"$RUN/$name/$tool.cpu"
+	echo "$(awk -v a="$cpu0" -v b="$(cpu_seconds "$PID")" 'BEGIN { printf "%.2f", b - a }') $load0" >"$RUN/$name/$tool.cpu"
 	tail -1 "$RUN/$name/$tool.out" | tee -a "$LOG"
 }
 
