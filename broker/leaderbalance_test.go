@@ -244,14 +244,17 @@ func moveLeaders(t *testing.T, b *Broker, topic string) *meta.Image {
 }
 
 // waitPreferredLeaders waits until every node sees every partition of topic led by its first
-// replica.
-func waitPreferredLeaders(t *testing.T, bs []*Broker, topic string) {
+// replica in one election after moved (what moveLeaders committed), with the ISR kept: a node
+// that has not applied the move yet still shows the preferred leaders of before it.
+func waitPreferredLeaders(t *testing.T, bs []*Broker, topic string, moved *meta.Image) {
 	t.Helper()
 	testutil.WaitFor(t, 30*time.Second, func() error {
 		for _, b := range bs {
 			for _, p := range b.meta.Image().Topics[topic].Partitions {
-				if p.Leader != p.Replicas[0] {
-					return fmt.Errorf("node %d: %s-%d led by %d, replicas %v", b.cfg.NodeID, topic, p.Index, p.Leader, p.Replicas)
+				was := moved.Topics[topic].Partitions[p.Index]
+				if p.Leader != p.Replicas[0] || p.LeaderEpoch != was.LeaderEpoch+1 || !slices.Equal(p.ISR, was.ISR) {
+					return fmt.Errorf("node %d: %s-%d %+v; want leader %d, leader epoch %d, ISR %v kept",
+						b.cfg.NodeID, topic, p.Index, p, p.Replicas[0], was.LeaderEpoch+1, was.ISR)
 				}
 			}
 		}
@@ -280,13 +283,7 @@ func TestElectLeadersAPI(t *testing.T) {
 			t.Fatalf("el-%d: %v %s", p, r.Err, r.ErrMessage)
 		}
 	}
-	waitPreferredLeaders(t, bs, "el")
-	for _, p := range bs[0].meta.Image().Topics["el"].Partitions {
-		was := moved.Topics["el"].Partitions[p.Index]
-		if p.LeaderEpoch != was.LeaderEpoch+1 || !slices.Equal(p.ISR, was.ISR) {
-			t.Fatalf("el-%d after the election: %+v; want leader epoch %d, ISR %v kept", p.Index, p, was.LeaderEpoch+1, was.ISR)
-		}
-	}
+	waitPreferredLeaders(t, bs, "el", moved)
 
 	// Again: nothing to do, so no partition is listed; named, each needs no election.
 	if rs, err = adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, nil); err != nil || len(rs["el"]) != 0 {
@@ -324,6 +321,6 @@ func TestAutoLeaderRebalance(t *testing.T) {
 	t.Parallel()
 	bs, _, _ := replicatedCluster(t, "auto", 3, nil, func(c *Config) { c.LeaderImbalanceCheckInterval = 100 * time.Millisecond })
 	waitReplicasEqual(t, bs, "auto", 3)
-	moveLeaders(t, bs[2], "auto")
-	waitPreferredLeaders(t, bs, "auto")
+	moved := moveLeaders(t, bs[2], "auto")
+	waitPreferredLeaders(t, bs, "auto", moved)
 }

@@ -296,14 +296,18 @@ func TestAlterReplicaLogDirs(t *testing.T) {
 		if got := dirOf(t, dirs, "mv", 0); got != to {
 			t.Fatalf("after the move mv-0 is in %s; want %s", got, to)
 		}
-		for _, d := range dirs {
-			ents, _ := os.ReadDir(d)
-			for _, e := range ents {
-				if strings.HasSuffix(e.Name(), futureDirSuffix) || strings.HasSuffix(e.Name(), deleteDirSuffix) {
-					t.Errorf("%s left in %s after the move", e.Name(), d)
+		// The old directory was renamed -delete at the swap; the background remover takes it.
+		testutil.WaitFor(t, 20*time.Second, func() error {
+			for _, d := range dirs {
+				ents, _ := os.ReadDir(d)
+				for _, e := range ents {
+					if strings.HasSuffix(e.Name(), futureDirSuffix) || strings.HasSuffix(e.Name(), deleteDirSuffix) {
+						return fmt.Errorf("%s left in %s after the move", e.Name(), d)
+					}
 				}
 			}
-		}
+			return nil
+		})
 		described, err := kadm.NewClient(cl).DescribeBrokerLogDirs(ctx, b.cfg.NodeID, nil)
 		if err != nil {
 			t.Fatal(err)
