@@ -96,7 +96,7 @@ bench:
 	$(GO) test $(GOLDFLAGS) -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $$pkgs
 
 # Apache Kafka 4.1.1, ringbroker (io_uring) and ringbroker (netpoll), interleaved for
-# COMPARE_ROUNDS rounds (K U N K U N ...) after the machine is quiet, under the same ringbench
+# COMPARE_ROUNDS rounds (K U N, U N K, N K U, ...) after the machine is quiet, under the same ringbench
 # workloads, reported as medians; see tools/compare.sh and BENCHMARKS.md.
 compare: build deps-kcat deps-kafka
 	@command -v jq >/dev/null 2>&1 && test -x /usr/bin/time || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y jq time; }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make compare-cluster`: replicated writes on a local cluster of NODES nodes (each broker
-# and controller), Apache Kafka 4.1.1 against ringbroker, ROUNDS times interleaved (K R K R
+# and controller), Apache Kafka 4.1.1 against ringbroker, ROUNDS times interleaved (K R, R K,
 # ...), each run only once the machine is quiet (see compare.sh), medians with min-max.
 #
 # Per round and system: a fresh cluster with its defaults apart from ports and log
@@ -183,7 +183,7 @@ bench() {
 HALF=1kb-fixed-rate-16p-rf3@half-kafka-max
 for round in $(seq "$ROUNDS"); do
 	RUN="$OUT/r$round"
-	for name in $SYSTEMS; do
+	for name in $(round_order "$round" $SYSTEMS); do
 		start_cluster "$name"
 		warmup=$WARMUP
 		[[ $name == kafka && $round == 1 ]] && warmup=$KAFKA_WARMUP

@@ -85,6 +85,17 @@ wait_quiet() {
 	done
 }
 
+# round_order ROUND NAME...: the names rotated by ROUND-1 places (K U N, then U N K, then
+# N K U, ...): round 1 keeps the given order (Kafka first, whose maximum sets the half rate),
+# and over the rounds each broker runs first, and right after each of the others, as often as
+# the rest, so no broker always meets what the one before it left (its writeback, its freed
+# memory).
+round_order() {
+	local round=$1 i
+	shift
+	for ((i = 0; i < $#; i++)); do printf '%s ' "${@:(i + round - 1) % $# + 1:1}"; done
+}
+
 # med NAME WORKLOAD JQ: the median over the rounds of JQ applied to each run's JSON.
 med() {
 	local f=() r

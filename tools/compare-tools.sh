@@ -4,7 +4,7 @@
 # RECORDS records of RECORD_SIZE bytes into a fresh topic of PARTITIONS partitions as fast as
 # it can (acks=ACKS, the Java client's defaults otherwise), then kafka-consumer-perf-test reads
 # them all back in a consumer group. Each broker starts fresh for each round, ROUNDS rounds
-# interleaved (K U N K U N ...), each tool run only once the machine is quiet (1-minute load
+# interleaved and rotated (K U N, U N K, N K U, ...), each tool run only once the machine is quiet (1-minute load
 # below LOAD_MAX, else a loud warning). The broker's CPU time is taken over each tool's run.
 # summary.md gets the medians with min-max and every run.
 #
@@ -92,7 +92,7 @@ measure() {
 
 for round in $(seq "$ROUNDS"); do
 	RUN="$OUT/r$round"
-	for name in $BROKERS; do
+	for name in $(round_order "$round" $BROKERS); do
 		start_broker "$name"
 		kafka_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "127.0.0.1:$PORT" --create --topic "$TOPIC" \
 			--partitions "$PARTITIONS" --replication-factor 1 >"$RUN/$name/topic.out" 2>&1 ||

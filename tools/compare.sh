@@ -2,7 +2,7 @@
 # `make compare`: runs the same ringbench workloads against Apache Kafka 4.1.1
 # (KRaft, single node), ringbroker with io_uring and ringbroker with netpoll,
 # one broker after the other on this machine with their logs on the same disk,
-# ROUNDS times interleaved (K U N K U N ...), each run only once the machine is
+# ROUNDS times interleaved (K U N, U N K, N K U, ...), each run only once the machine is
 # quiet (1-minute load below LOAD_MAX, else a loud warning), and writes the
 # medians with min-max, every run, the issue's goals and the comparison
 # (tables, HTML pages, latency charts of round 1) to $OUT.
@@ -31,7 +31,7 @@
 #                  round 1 (W must come earlier in EXTRA, Kafka first in BROKERS), so
 #                  latencies compare at equal work (transactions transactions@kafka-rate).
 #   BROKERS        which brokers, in order    (kafka uring netpoll)
-#   ROUNDS         how many times each broker runs, interleaved (K U N K U N ...) (3)
+#   ROUNDS         how many times each broker runs, interleaved and rotated (K U N, U N K, ...) (3)
 #   LOAD_MAX       the 1-minute load at or above which a run waits before starting (1.0)
 #   LOAD_WAIT      how long it waits at most, then warns loudly and goes on (300 s)
 #   HALF_RATE      fixed rate when Kafka is not in BROKERS (records/s)
@@ -127,11 +127,12 @@ bench() {
 	echo "compare: $name: $workload: load $(cat "$RUN/$name/$workload.load")" | tee -a "$LOG"
 }
 
-# Rounds: every broker once per round, in the same order, so each meets the machine in the
-# same states (page cache, a VM's first-touch memory) as often as the others.
+# Rounds: every broker once per round, the order rotated each round (round_order), so each
+# meets the machine in the same states (page cache, a VM's first-touch memory) as often as the
+# others.
 for round in $(seq "$ROUNDS"); do
 	RUN="$OUT/r$round"
-	for name in $BROKERS; do
+	for name in $(round_order "$round" $BROKERS); do
 		start_broker "$name"
 		warmup=$WARMUP
 		[[ $name == kafka && $round == 1 ]] && warmup=$KAFKA_WARMUP
