@@ -224,16 +224,16 @@ func testInlineCoordinators(t *testing.T, b *Broker, wantInline bool) {
 	// A request that arrives while a worker still holds its connection's turn (after a
 	// TxnOffsetCommit or a FindCoordinator there) runs on that worker, in order: so not every
 	// EndTxn runs on the ring, and the session's one OffsetFetch may not. An admin client's
-	// OffsetFetch on an idle connection does, and reads the offsets the transactions committed.
+	// OffsetFetch on an idle connection (adm's, idle since it created the topics) does, and
+	// reads the offsets the transactions committed.
 	for _, k := range []kmsg.Key{kmsg.EndTxn, kmsg.JoinGroup, kmsg.SyncGroup} {
 		if count(k) == 0 {
 			t.Fatalf("no %s request ran on the ring", k.Name())
 		}
 	}
-	adm2 := kadm.NewClient(newClient(t, b))
 	testutil.WaitFor(t, 20*time.Second, func() error {
 		before := count(kmsg.OffsetFetch)
-		offs, err := adm2.FetchOffsets(ctx, "inline-copiers")
+		offs, err := adm.FetchOffsets(ctx, "inline-copiers")
 		if err != nil {
 			return fmt.Errorf("fetch the group's offsets: %w", err)
 		}

@@ -4,8 +4,9 @@
 # RECORDS records of RECORD_SIZE bytes into a fresh topic of PARTITIONS partitions as fast as
 # it can (acks=ACKS, the Java client's defaults otherwise), then kafka-consumer-perf-test reads
 # them all back in a consumer group. Each broker starts fresh for each round, ROUNDS rounds
-# interleaved and rotated (K U N, U N K, N K U, ...), each tool run only once the machine is quiet (1-minute load
-# below LOAD_MAX, else a loud warning). The broker's CPU time is taken over each tool's run.
+# interleaved and rotated (K U N, U N K, N K U, ...), each tool run only once the machine is
+# quiet (1-minute load below LOAD_MAX, else a loud warning). The broker's CPU time is taken
+# over each tool's run.
 # summary.md gets the medians with min-max and every run.
 #
 # The producer's figures are the tool's, over its whole run: they include the client JVM's
