@@ -220,7 +220,10 @@ type fetchOp struct {
 	// parked lists the partitions the fetch is registered on (guarded by mu): all of the
 	// request's partitions from its first park until it is done, whatever the number of retries.
 	parked []*partition
-	timer  *timingwheel.Timer // guarded by mu
+	// parkedBy is the attempt whose touched list parked is (guarded by mu), back to the pool
+	// when the fetch leaves its partitions.
+	parkedBy *fetchAttempt
+	timer    *timingwheel.Timer // guarded by mu
 }
 
 func (f *fetchOp) queueNode() *mpsc.Node[task] { return &f.node }
@@ -317,13 +320,14 @@ func (f *fetchOp) readLimit(p *partition) int64 {
 	return p.highWatermark()
 }
 
-// park registers f on its partitions, once; later attempts that park again keep it there.
+// park registers f on its partitions, once, and reports whether it took touched for its list;
+// later attempts that park again keep it there.
 // seen[i] is the read limit touched[i] had when the attempt read it: an append (or a move of
 // the high watermark) that came between that read and the registration would find no waiter,
 // so it is checked for here.
-func (f *fetchOp) park(touched []*partition, seen []int64) {
+func (f *fetchOp) park(touched []*partition, seen []int64) (took bool) {
 	if f.parked != nil {
-		return
+		return false
 	}
 	f.parked = touched
 	for _, p := range touched {
@@ -337,9 +341,10 @@ func (f *fetchOp) park(touched []*partition, seen []int64) {
 	for i, p := range touched {
 		if f.readLimit(p) != seen[i] {
 			f.wake()
-			return
+			return true
 		}
 	}
+	return true
 }
 
 // unpark removes f from the partitions it was parked on.
@@ -350,6 +355,10 @@ func (f *fetchOp) unpark() {
 		p.waitMu.Unlock()
 	}
 	f.parked = nil
+	if f.parkedBy != nil {
+		f.b.putFetchAttempt(f.parkedBy)
+		f.parkedBy = nil
+	}
 }
 
 // wakeWaiters makes every fetch parked on p look again; Produce calls it after each append and
@@ -358,7 +367,11 @@ func (f *fetchOp) unpark() {
 // does not pile up stale registrations when one does.
 func (p *partition) wakeWaiters() { p.wakeWaitersInto(nil) }
 
-// fetchAttempt is what one attempt of a fetch gathers while it reads its partitions.
+// fetchAttempt is what one attempt of a fetch gathers while it reads its partitions, and the
+// response it builds. Attempts come from Broker.fetchAttempts (getFetchAttempt) and go back
+// once nothing refers to their lists: at once for an attempt that answers nothing, after the
+// response is sent for one that answers, when the fetch leaves its partitions for the one
+// it parked with.
 type fetchAttempt struct {
 	f        *fetchOp
 	tbl      *partitionTable
@@ -373,16 +386,45 @@ type fetchAttempt struct {
 	seen     []int64 // read limits of touched, as read
 	// full lists, for a full fetch that opens a session, what each partition was told.
 	full []sentPartition
+	// w builds the response and pieces are its iovecs as sent, both until the send completes.
+	w      wire.FetchWriter
+	pieces []ring.Piece
 	// onLoop says the attempt runs on the event loop, where it reads only what is in the page
 	// cache and at most loopFetchMaxBytes; blocked, that it stopped at a partition whose read
 	// would wait for the disk or take it over that.
 	onLoop, blocked bool
 }
 
+// release gives back the reads' hold on their segments.
 func (a *fetchAttempt) release() {
 	for _, rr := range a.reads {
 		rr.Release()
 	}
+}
+
+// getFetchAttempt returns an empty attempt of f from the pool.
+func (b *Broker) getFetchAttempt(f *fetchOp, onLoop bool) *fetchAttempt {
+	a, _ := b.fetchAttempts.Get().(*fetchAttempt)
+	if a == nil {
+		a = new(fetchAttempt)
+	}
+	a.f, a.tbl, a.im, a.now, a.onLoop = f, b.parts.Load(), b.meta.Image(), time.Now(), onLoop
+	a.maxBytes = int(f.req.MaxBytes)
+	return a
+}
+
+// putFetchAttempt empties a (whose reads are released) and returns it to the pool, its lists
+// kept for their capacity.
+func (b *Broker) putFetchAttempt(a *fetchAttempt) {
+	clear(a.reads)
+	clear(a.readFrom)
+	clear(a.touched)
+	clear(a.pieces)
+	a.reads, a.readFrom, a.touched, a.seen = a.reads[:0], a.readFrom[:0], a.touched[:0], a.seen[:0]
+	a.full, a.pieces = a.full[:0], a.pieces[:0]
+	a.f, a.tbl, a.im = nil, nil, nil
+	a.total, a.anyErr, a.blocked = 0, false, false
+	b.fetchAttempts.Put(a)
 }
 
 // attemptLocked reads every partition; it responds and reports answered when min bytes are
@@ -392,7 +434,7 @@ func (a *fetchAttempt) release() {
 // lock is taken.
 func (f *fetchOp) attemptLocked(final, onLoop bool) (answered, blocked bool) {
 	b, req := f.b, f.req
-	a := fetchAttempt{f: f, tbl: b.parts.Load(), im: b.meta.Image(), now: time.Now(), maxBytes: int(req.MaxBytes), onLoop: onLoop}
+	a := b.getFetchAttempt(f, onLoop)
 	if a.maxBytes <= 0 {
 		a.maxBytes = 1<<31 - 1
 	}
@@ -406,7 +448,7 @@ func (f *fetchOp) attemptLocked(final, onLoop bool) (answered, blocked bool) {
 			minBytes = min(minBytes, a.maxBytes)
 		}
 	}
-	w := &wire.FetchWriter{}
+	w := &a.w
 	var sessionID int32
 	if s := f.session; s != nil {
 		sessionID = s.id
@@ -417,19 +459,21 @@ func (f *fetchOp) attemptLocked(final, onLoop bool) (answered, blocked bool) {
 	}
 	if s := f.session; s != nil {
 		if !lockOrTry(&s.mu, onLoop) {
+			b.putFetchAttempt(a)
 			return false, true
 		}
 		defer s.mu.Unlock()
 		if s.epoch != f.sessionEpoch {
+			b.putFetchAttempt(a)
 			f.finishLocked()
 			resp := kmsg.NewPtrFetchResponse()
 			resp.ErrorCode, resp.SessionID = kerr.InvalidFetchSessionEpoch.Code, s.id
 			f.rc.respond(resp)
 			return true, false
 		}
-		f.readSession(&a, w)
+		f.readSession(a, w)
 	} else {
-		f.readRequest(&a, w)
+		f.readRequest(a, w)
 	}
 	if a.blocked || !final && !a.anyErr && a.total < minBytes && len(a.touched) > 0 && !b.closing.Load() {
 		a.release()
@@ -437,9 +481,14 @@ func (f *fetchOp) attemptLocked(final, onLoop bool) (answered, blocked bool) {
 			f.session.sent = f.session.sent[:0]
 		}
 		if a.blocked {
+			b.putFetchAttempt(a)
 			return false, true
 		}
-		f.park(a.touched, a.seen)
+		if f.park(a.touched, a.seen) {
+			f.parkedBy = a
+		} else {
+			b.putFetchAttempt(a)
+		}
 		return false, false
 	}
 	f.finishLocked()
@@ -454,6 +503,7 @@ func (f *fetchOp) attemptLocked(final, onLoop bool) (answered, blocked bool) {
 		if d := f.rc.recordQuota(quota.Fetch, float64(a.total)); d > 0 {
 			f.rc.unrecordQuota(quota.Fetch, float64(a.total))
 			a.release()
+			b.putFetchAttempt(a)
 			f.respondThrottled(d)
 			return true, false
 		}
@@ -467,16 +517,22 @@ func (f *fetchOp) attemptLocked(final, onLoop bool) (answered, blocked bool) {
 		}
 	}
 	if b.cfg.FetchSendfile {
-		f.rc.respondPieces(fetchFilePieces(w.Finish(), a.reads), a.release)
+		a.pieces = fetchFilePieces(a.pieces, w.Finish(), a.reads)
+		f.rc.respondPieces(a.pieces, func() {
+			a.release()
+			b.putFetchAttempt(a)
+		})
 		return true, false
 	}
-	f.rc.respondPieces(fetchPieces(w.Finish()), func() {
+	a.pieces = fetchPieces(a.pieces, w.Finish())
+	f.rc.respondPieces(a.pieces, func() {
 		// The kernel has copied the record bytes out of the mapping: give its pages back, so
 		// the process's resident memory does not grow with what it serves.
 		for _, rr := range a.reads {
 			rr.DropMapped()
 		}
 		a.release()
+		b.putFetchAttempt(a)
 	})
 	return true, false
 }
@@ -739,34 +795,33 @@ func (a *fetchAttempt) read(topic *meta.Topic, name string, index int32, pf part
 	return fp, rr.Data
 }
 
-// fetchPieces turns the response's iovecs into pieces to send, the record data as slices of
+// fetchPieces appends to dst the response's iovecs as pieces to send, the record data as slices of
 // the mapped segments (io.fetch.sendfile=false, the default: on loopback, sendmsg from the
 // mapping and dropping the pages after costs 0.65x the CPU per MiB of sendfile on io_uring and
 // 0.85x on netpoll, medians of 3 runs of BenchmarkSendFileVsMmap in ring/ below load 1).
-func fetchPieces(iov [][]byte) []ring.Piece {
-	pieces := make([]ring.Piece, len(iov))
-	for i, b := range iov {
-		pieces[i] = ring.Bytes(b)
+func fetchPieces(dst []ring.Piece, iov [][]byte) []ring.Piece {
+	for _, b := range iov {
+		dst = append(dst, ring.Bytes(b))
 	}
-	return pieces
+	return dst
 }
 
-// fetchFilePieces turns the response's iovecs into pieces to send with
+// fetchFilePieces appends to dst the response's iovecs as pieces to send with
 // io.fetch.sendfile=true: the record data of each read as a range of its segment file,
 // written with sendfile from the page cache (zero-copy to a NIC), so the broker never maps
 // served data in; the encoded metadata as bytes.
-func fetchFilePieces(iov [][]byte, reads []rlog.ReadResult) []ring.Piece {
-	pieces := make([]ring.Piece, len(iov))
+func fetchFilePieces(dst []ring.Piece, iov [][]byte, reads []rlog.ReadResult) []ring.Piece {
 	next := 0
-	for i, b := range iov {
-		pieces[i] = ring.Bytes(b)
+	for _, b := range iov {
 		if next < len(reads) && len(b) > 0 && len(b) == len(reads[next].Data) && &b[0] == &reads[next].Data[0] {
 			rr := &reads[next]
-			pieces[i] = ring.FileRange(rr.FD, rr.Pos, len(rr.Data))
+			dst = append(dst, ring.FileRange(rr.FD, rr.Pos, len(rr.Data)))
 			next++
+			continue
 		}
+		dst = append(dst, ring.Bytes(b))
 	}
-	return pieces
+	return dst
 }
 
 // checkLeaderEpoch compares the client's current leader epoch with ours: a newer one means our

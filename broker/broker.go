@@ -92,6 +92,9 @@ type Broker struct {
 	// controllerClients serves the Kafka clients of the controller listener; nil on a node
 	// without one (controllerlistener.go).
 	controllerClients *ring.Adopted
+	// fetchAttempts recycles fetch attempts (*fetchAttempt) with their lists and response
+	// writer, so a long-poll fetch of many partitions allocates nothing per attempt once warm.
+	fetchAttempts sync.Pool
 	// reqPool is the request memory pool (queued.max.request.bytes): every request frame is
 	// received into a buffer from it and returns there once answered.
 	reqPool *mempool.Pool
