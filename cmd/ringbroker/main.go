@@ -24,7 +24,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -39,19 +38,7 @@ type overrides []string
 func (o *overrides) String() string     { return strings.Join(*o, ",") }
 func (o *overrides) Set(s string) error { *o = append(*o, s); return nil }
 
-// brokerGCPercent is the broker's GC target when GOGC is not set. Each collection stops the
-// io_uring event loops held in their waits (two stop-the-world phases, each 0.1-1.2 ms here,
-// and a scan of their stacks), and the broker's live heap is small (record buffers of 64 KiB
-// and more, and the log, are outside it), so at the default of 100 a collection comes every
-// few megabytes allocated. With 400, 100-partitions' e2e p99 on io_uring was 2.00 ms against
-// 2.83 at 100 (medians of six rotated runs each; BENCHMARKS.md), and the anonymous RSS at
-// max-throughput stayed under 100 MiB. GOGC and GOMEMLIMIT set in the environment win.
-const brokerGCPercent = 400
-
 func main() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(brokerGCPercent)
-	}
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "ringbroker:", err)
 		os.Exit(1)
