@@ -395,11 +395,14 @@ type fetchAttempt struct {
 	onLoop, blocked bool
 }
 
-// release gives back the reads' hold on their segments.
+// release gives back the reads' hold on their segments and forgets the reads, so a second
+// call (putFetchAttempt's, after an early one) releases nothing twice.
 func (a *fetchAttempt) release() {
 	for _, rr := range a.reads {
 		rr.Release()
 	}
+	clear(a.reads)
+	a.reads = a.reads[:0]
 }
 
 // getFetchAttempt returns an empty attempt of f from the pool.
@@ -413,14 +416,14 @@ func (b *Broker) getFetchAttempt(f *fetchOp, onLoop bool) *fetchAttempt {
 	return a
 }
 
-// putFetchAttempt empties a (whose reads are released) and returns it to the pool, its lists
-// kept for their capacity.
+// putFetchAttempt releases a's reads, empties it and returns it to the pool, its lists kept
+// for their capacity.
 func (b *Broker) putFetchAttempt(a *fetchAttempt) {
-	clear(a.reads)
+	a.release()
 	clear(a.readFrom)
 	clear(a.touched)
 	clear(a.pieces)
-	a.reads, a.readFrom, a.touched, a.seen = a.reads[:0], a.readFrom[:0], a.touched[:0], a.seen[:0]
+	a.readFrom, a.touched, a.seen = a.readFrom[:0], a.touched[:0], a.seen[:0]
 	a.full, a.pieces = a.full[:0], a.pieces[:0]
 	a.f, a.tbl, a.im = nil, nil, nil
 	a.total, a.anyErr, a.blocked = 0, false, false
@@ -502,7 +505,6 @@ func (f *fetchOp) attemptLocked(final, onLoop bool) (answered, blocked bool) {
 		// keeps what it last sent, so the next fetch sends the same partitions again.
 		if d := f.rc.recordQuota(quota.Fetch, float64(a.total)); d > 0 {
 			f.rc.unrecordQuota(quota.Fetch, float64(a.total))
-			a.release()
 			b.putFetchAttempt(a)
 			f.respondThrottled(d)
 			return true, false
@@ -518,10 +520,7 @@ func (f *fetchOp) attemptLocked(final, onLoop bool) (answered, blocked bool) {
 	}
 	if b.cfg.FetchSendfile {
 		a.pieces = fetchFilePieces(a.pieces, w.Finish(), a.reads)
-		f.rc.respondPieces(a.pieces, func() {
-			a.release()
-			b.putFetchAttempt(a)
-		})
+		f.rc.respondPieces(a.pieces, func() { b.putFetchAttempt(a) })
 		return true, false
 	}
 	a.pieces = fetchPieces(a.pieces, w.Finish())
@@ -531,7 +530,6 @@ func (f *fetchOp) attemptLocked(final, onLoop bool) (answered, blocked bool) {
 		for _, rr := range a.reads {
 			rr.DropMapped()
 		}
-		a.release()
 		b.putFetchAttempt(a)
 	})
 	return true, false
