@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
+
+	"ringbroker/internal/testutil"
 )
 
 // consumeAll reads topic from the start with isolation until it has seen want records or the
@@ -79,14 +81,20 @@ func TestTransactionsCommitAndAbort(t *testing.T) {
 			t.Fatalf("read_uncommitted saw %v; want a1 c1 c2 c3", all)
 		}
 
-		described, err := adm.DescribeTransactions(ctx, "tx-1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, ok := described["tx-1"]
-		if !ok || d.Err != nil || d.State != "CompleteCommit" {
-			t.Fatalf("describe tx-1: %+v (ok %v)", d, ok)
-		}
+		// The last EndTxn returned at PrepareCommit; the coordinator moves to CompleteCommit
+		// once the partitions' markers are written, as Kafka's does.
+		var d kadm.DescribedTransaction
+		testutil.WaitFor(t, 10*time.Second, func() error {
+			described, err := adm.DescribeTransactions(ctx, "tx-1")
+			if err != nil {
+				return err
+			}
+			var ok bool
+			if d, ok = described["tx-1"]; !ok || d.Err != nil || d.State != "CompleteCommit" {
+				return fmt.Errorf("describe tx-1: %+v (ok %v); want CompleteCommit", d, ok)
+			}
+			return nil
+		})
 		listed, err := adm.ListTransactions(ctx, nil, nil)
 		if err != nil {
 			t.Fatal(err)
