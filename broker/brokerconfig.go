@@ -507,7 +507,7 @@ var coreConfigDefs = []brokerConfigDef{
 	intDef("io.send.zc.threshold.bytes", kindInt, "0", func(c *Config) *int { return &c.SendZCThreshold }, nil,
 		"ringbroker's own: sends of at least this many bytes use SEND_ZC on io_uring; 0 is 64 KiB, negative never"),
 	boolDef("io.pin.cpus", "false", func(c *Config) *bool { return &c.PinCPUs },
-		"ringbroker's own: pin each ring's thread, and its handler workers, to one CPU"),
+		"ringbroker's own: pin each ring's thread, and its handler workers, to one CPU: ring i to the i-th (modulo their number) of the CPUs the broker may run on (taskset, a cgroup's cpuset)"),
 	stringDef("io.uring.wait", string(ring.WaitHold), func(c *Config) *string { return &c.UringWait }, checkWaitMode,
 		"ringbroker's own: hold keeps a ring's Go scheduler slot (P) running while it blocks, once GOMAXPROCS has one per ring beside one per core (ringbroker sizes it so unless the GOMAXPROCS environment variable is set; until then it hands off); handoff gives the slot to another thread before it blocks; syscall keeps it as an ordinary system call"),
 	boolDef("io.fetch.sendfile", "false", func(c *Config) *bool { return &c.FetchSendfile },

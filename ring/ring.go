@@ -96,7 +96,8 @@ type Config struct {
 	Backend Backend
 	// Rings is the number of event loops; 0 means runtime.NumCPU().
 	Rings int
-	// PinCPUs pins ring i's locked OS thread to CPU i % NumCPU.
+	// PinCPUs pins ring i's locked OS thread to the i-th (modulo their number) of the CPUs
+	// the process may run on.
 	PinCPUs bool
 	// RecvBufferSize is the size in bytes of one provided recv buffer (netpoll: of each
 	// connection's read buffer); 0 means 32 KiB. Larger messages are received straight into the
