@@ -28,6 +28,11 @@ COMPARE_ROUNDS       ?= 3
 # 0: only COMPARE_EXTRA's workloads, without max-throughput and the half-rate run.
 COMPARE_BASE         ?= 1
 COMPARE_OUT          ?= results/compare-$(shell date +%Y%m%d-%H%M%S)
+# CPU lists (taskset -c) for the brokers under test and for the clients; empty for every CPU.
+# Disjoint lists on a machine with cores to spare measure the brokers, not the shared machine.
+COMPARE_BROKER_CPUS  ?=
+COMPARE_CLIENT_CPUS  ?=
+COMPARE_PINS          = BROKER_CPUS="$(COMPARE_BROKER_CPUS)" CLIENT_CPUS="$(COMPARE_CLIENT_CPUS)"
 
 # Packages that hold Go files, without the end-to-end suite.
 UNIT_PKGS = $(shell $(GO) list -e ./... 2>/dev/null | grep -v '/e2e$$')
@@ -101,20 +106,20 @@ bench:
 compare: build deps-kcat deps-kafka
 	@command -v jq >/dev/null 2>&1 && test -x /usr/bin/time || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y jq time; }
 	OUT="$(COMPARE_OUT)" DURATION="$(COMPARE_DURATION)" WARMUP="$(COMPARE_WARMUP)" \
-		KAFKA_WARMUP="$(COMPARE_KAFKA_WARMUP)" EXTRA="$(COMPARE_EXTRA)" ROUNDS="$(COMPARE_ROUNDS)" BASE="$(COMPARE_BASE)" tools/compare.sh
+		KAFKA_WARMUP="$(COMPARE_KAFKA_WARMUP)" EXTRA="$(COMPARE_EXTRA)" ROUNDS="$(COMPARE_ROUNDS)" BASE="$(COMPARE_BASE)" $(COMPARE_PINS) tools/compare.sh
 
 # Apache Kafka 4.1.1 and ringbroker measured with Kafka's own kafka-producer-perf-test and
 # kafka-consumer-perf-test, interleaved for COMPARE_ROUNDS rounds after the machine is quiet;
 # see tools/compare-tools.sh and BENCHMARKS.md.
 compare-tools: build deps-kcat deps-kafka
-	OUT="$(subst compare-,compare-tools-,$(COMPARE_OUT))" ROUNDS="$(COMPARE_ROUNDS)" tools/compare-tools.sh
+	OUT="$(subst compare-,compare-tools-,$(COMPARE_OUT))" ROUNDS="$(COMPARE_ROUNDS)" $(COMPARE_PINS) tools/compare-tools.sh
 
 # Replicated writes on three local nodes: Apache Kafka 4.1.1 vs ringbroker, RF 3 and RF 1, the
 # same rounds and quiet-machine rule as compare; see tools/compare-cluster.sh and BENCHMARKS.md.
 compare-cluster: build deps-kcat deps-kafka
 	@command -v jq >/dev/null 2>&1 || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y jq; }
 	OUT="$(subst compare-,compare-cluster-,$(COMPARE_OUT))" DURATION="$(COMPARE_DURATION)" WARMUP="$(COMPARE_WARMUP)" \
-		KAFKA_WARMUP="$(COMPARE_KAFKA_WARMUP)" ROUNDS="$(COMPARE_ROUNDS)" tools/compare-cluster.sh
+		KAFKA_WARMUP="$(COMPARE_KAFKA_WARMUP)" ROUNDS="$(COMPARE_ROUNDS)" $(COMPARE_PINS) tools/compare-cluster.sh
 
 # A CPU profile of the broker under max-throughput, into results/profile-<date>/.
 profile: build

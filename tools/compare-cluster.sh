@@ -14,7 +14,8 @@
 # machine, so the figures say how the systems compare on it, not what a real cluster does.
 #
 # Settings (environment; the Makefile passes its COMPARE_* variables):
-#   OUT, DATA, DURATION, WARMUP, KAFKA_WARMUP, ROUNDS, LOAD_MAX, LOAD_WAIT, HALF_RATE  as in compare.sh
+#   OUT, DATA, DURATION, WARMUP, KAFKA_WARMUP, ROUNDS, LOAD_MAX, LOAD_WAIT, HALF_RATE,
+#   BROKER_CPUS, CLIENT_CPUS  as in compare.sh (the three nodes share BROKER_CPUS)
 #   SYSTEMS  which systems, in order (kafka ringbroker)
 #   NODES    nodes per cluster (3)
 #   IO       ringbroker's I/O backend (auto)
@@ -113,7 +114,7 @@ start_cluster() {
 			EOF
 			"$RINGBROKER" format --cluster-id "$cid" --config "$dir/server.properties" >>"$blog" 2>&1 ||
 				die "format ringbroker node $i failed: see $blog"
-			"$RINGBROKER" --io="$IO" --config "$dir/server.properties" >>"$blog" 2>&1 &
+			"${BROKER_PIN[@]}" "$RINGBROKER" --io="$IO" --config "$dir/server.properties" >>"$blog" 2>&1 &
 			;;
 		*) die "unknown system $name: want kafka or ringbroker" ;;
 		esac
@@ -175,7 +176,7 @@ bench() {
 		IFS=,
 		echo "${PIDS[*]}"
 	)
-	"$RINGBENCH" run --bootstrap "$BOOTSTRAP" --workload "$WORKLOADS/${workload%%@*}.yaml" \
+	"${CLIENT_PIN[@]}" "$RINGBENCH" run --bootstrap "$BOOTSTRAP" --workload "$WORKLOADS/${workload%%@*}.yaml" \
 		--label "$(label "$name")" --duration "$DURATION" --warmup "$warmup" --broker-pid "$pids" \
 		--progress-interval 5s --json "$RUN/$name/$workload.json" "$@" 2>&1 | tee -a "$LOG"
 }

@@ -10,6 +10,26 @@ die() {
 	exit 1
 }
 
+# cpus_set VAR: the variable named VAR lists CPUs to run on (false when it is empty); dies
+# when they are not a list taskset takes on this machine.
+cpus_set() {
+	local cpus=${!1:-}
+	[[ -n $cpus ]] || return 1
+	command -v taskset >/dev/null || die "$1 is set but taskset is missing (apt-get install util-linux)"
+	taskset -c "$cpus" true 2>/dev/null || die "$1=$cpus is not a CPU list this machine can run on (taskset -c)"
+}
+
+# BROKER_CPUS and CLIENT_CPUS (CPU lists as taskset -c reads them: 0-3, 0,2; empty, the default,
+# for every CPU) run the brokers under test, and the clients (ringbench, Kafka's tools), on those
+# CPUs. On a machine with cores to spare, two disjoint lists give every broker the same cores
+# and keep the clients' CPU off them, so that a run measures the brokers' ceiling rather than
+# that of a machine the clients share: on two shared cores the client costs more per record
+# than ringbroker does (BENCHMARKS.md, "The load generator's own cost").
+BROKER_PIN=()
+CLIENT_PIN=()
+if cpus_set BROKER_CPUS; then BROKER_PIN=(taskset -c "$BROKER_CPUS"); fi
+if cpus_set CLIENT_CPUS; then CLIENT_PIN=(taskset -c "$CLIENT_CPUS"); fi
+
 # port_free PORT: nothing listens on 127.0.0.1:PORT.
 port_free() {
 	! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
@@ -29,6 +49,7 @@ machine() {
 	echo "tree:   $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(git status --porcelain 2>/dev/null | wc -l) files changed since"
 	echo "ringbroker binary: $(sha256sum "$RINGBROKER" | cut -c1-16)"
 	echo "load:   $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min) before the run"
+	echo "cpus:   brokers on ${BROKER_CPUS:-all}, clients on ${CLIENT_CPUS:-all} (BROKER_CPUS, CLIENT_CPUS)"
 	if reporting_on; then
 		echo "free page reporting: on (order $(cat "$PAGE_REPORTING_ORDER")): memory the guest frees goes back to the hypervisor, whose next use costs a host fault; see BENCHMARKS.md, Reading the figures"
 	fi
@@ -181,7 +202,7 @@ kafka_node() {
 	java -cp "$KAFKA_LIBS/*" -Dlog4j2.configurationFile="$dir/log4j2.properties" \
 		kafka.tools.StorageTool format -t "$cid" -c "$dir/server.properties" >>"$blog" 2>&1 ||
 		die "format Kafka storage failed: see $blog"
-	java "${KAFKA_JVM[@]}" -Dlog4j2.configurationFile="$dir/log4j2.properties" \
+	"${BROKER_PIN[@]}" java "${KAFKA_JVM[@]}" -Dlog4j2.configurationFile="$dir/log4j2.properties" \
 		-cp "$KAFKA_LIBS/*" kafka.Kafka "$dir/server.properties" >>"$blog" 2>&1 &
 }
 
@@ -265,7 +286,7 @@ start_broker() {
 		kafka_node "$dir" 1 "1@127.0.0.1:$((PORT + 1))" "$PORT" $((PORT + 1)) "$(new_cluster_id)" 1 "$blog"
 		;;
 	uring | netpoll)
-		"$RINGBROKER" --io="$name" --override "listeners=PLAINTEXT://127.0.0.1:$PORT" \
+		"${BROKER_PIN[@]}" "$RINGBROKER" --io="$name" --override "listeners=PLAINTEXT://127.0.0.1:$PORT" \
 			--override "log.dirs=$dir/data" --override "metrics.listen=" >>"$blog" 2>&1 &
 		;;
 	*) die "unknown broker $name: want kafka, uring or netpoll" ;;

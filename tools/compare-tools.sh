@@ -24,6 +24,8 @@
 #   LOAD_MAX     the 1-minute load at or above which a run waits before starting (1.0)
 #   LOAD_WAIT    how long it waits at most, then warns loudly and goes on (300 s)
 #   PORT         client port of the broker under test (a free one; Kafka's controller PORT+1)
+#   BROKER_CPUS, CLIENT_CPUS  CPU lists (taskset -c) for the brokers and for Kafka's tools;
+#                empty for every CPU (see tools/compare-lib.sh)
 #   RINGBROKER   binary to measure (bin/ringbroker); copied into $OUT/bin first
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -73,7 +75,7 @@ log4j2_config warn >"$TOOLS_LOG4J"
 
 # kafka_tool CLASS ARGS...: one of Kafka's command-line tools.
 kafka_tool() {
-	java -Dlog4j2.configurationFile="$TOOLS_LOG4J" -cp "$KAFKA_LIBS/*" "$@"
+	"${CLIENT_PIN[@]}" java -Dlog4j2.configurationFile="$TOOLS_LOG4J" -cp "$KAFKA_LIBS/*" "$@"
 }
 
 # measure NAME TOOL CLASS ARGS...: runs a tool once the machine is quiet, its output into

@@ -36,6 +36,8 @@
 #   LOAD_WAIT      how long it waits at most, then warns loudly and goes on (300 s)
 #   HALF_RATE      fixed rate when Kafka is not in BROKERS (records/s)
 #   PORT           client port of the broker under test (a free one; Kafka's controller PORT+1)
+#   BROKER_CPUS, CLIENT_CPUS  CPU lists (taskset -c) for the brokers and for ringbench; empty
+#                  for every CPU (see tools/compare-lib.sh)
 #   RINGBROKER, RINGBENCH  binaries to measure with (bin/ringbroker, bin/ringbench); they
 #                  are copied into $OUT/bin first, as other builds may replace bin/ meanwhile
 set -euo pipefail
@@ -116,7 +118,7 @@ bench() {
 	read -r busy0 total0 < <(cpu_jiffies)
 	# GNU time records ringbench's own CPU use: the client shares the machine.
 	/usr/bin/time -o "$RUN/$name/$workload.client" -f '%e %U %S' \
-		"$RINGBENCH" run --bootstrap "127.0.0.1:$PORT" --workload "$WORKLOADS/${workload%%@*}.yaml" \
+		"${CLIENT_PIN[@]}" "$RINGBENCH" run --bootstrap "127.0.0.1:$PORT" --workload "$WORKLOADS/${workload%%@*}.yaml" \
 		--label "$(label "$name")" --duration "$DURATION" --warmup "$warmup" --broker-pid "$PID" \
 		--progress-interval 5s --json "$RUN/$name/$workload.json" "$@" 2>&1 | tee -a "$LOG"
 	read -r busy1 total1 < <(cpu_jiffies)
