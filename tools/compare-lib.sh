@@ -69,8 +69,8 @@ reporting_on() {
 }
 
 # summary_warnings: the lines that open summary.md when its figures are not to be quoted as
-# they stand: runs begun on a busy machine (BUSY lists their loads), or a VM reporting freed
-# memory to its hypervisor.
+# they stand: runs begun on a busy machine (BUSY lists their loads), a VM reporting freed
+# memory to its hypervisor, or brokers and clients confined to CPU lists.
 summary_warnings() {
 	if [[ -n $BUSY ]]; then
 		echo "**WARNING: measured on a busy machine (1-minute load$BUSY at or above $LOAD_MAX when runs began): do not quote these figures.**"
@@ -78,6 +78,10 @@ summary_warnings() {
 	fi
 	if reporting_on; then
 		echo "**Measured on a VM with free page reporting on: Kafka's page cache paid a host fault per new page, which bare metal does not (BENCHMARKS.md, Reading the figures); for bare-metal-like figures run with it off and the memory touched once.**"
+		echo
+	fi
+	if [[ -n ${BROKER_CPUS:-}${CLIENT_CPUS:-} ]]; then
+		echo "**Brokers on CPUs ${BROKER_CPUS:-all}, clients on CPUs ${CLIENT_CPUS:-all} (BROKER_CPUS, CLIENT_CPUS): compare these figures only with runs confined the same way.**"
 		echo
 	fi
 }
